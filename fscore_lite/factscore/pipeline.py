@@ -1,0 +1,285 @@
+"""FActScore end to end: input → atomic facts → evidence → decisions → scores → report.
+
+:class:`FactScorer` holds the loaded components and scores one item; :func:`score_file` reads
+and validates a JSONL file, scores every item (resumably), writes the per-item JSONL and the
+summary JSON atomically, and returns the summary.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..cache import CallCache
+from ..errors import InputError
+from ..io import ResumableJsonlWriter, atomic_write_json, read_jsonl, require_text
+from ..progress import Progress
+from ..settings import Settings
+from .abstain import MODES as ABSTAIN_MODES
+from .abstain import is_abstained
+from .score import GAMMA, aggregate, response_score
+from .sentences import SPLITTER
+from .verify import DEFAULT_CONTEXT_BUDGET, FALSE_WORDS, TRUE_WORDS
+
+MAX_OUTPUT_CHARS = 100_000
+
+
+@dataclass
+class ScoreOptions:
+    mode: str = "parity"  # parity | shared-context
+    gamma: float = GAMMA
+    abstain: str = "none"
+    k: int = 5
+    search_all: bool = False
+    npm: bool = False
+    npm_model: str | None = None
+    npm_threshold: float = 0.3
+    chat_template: bool = False
+    context_budget: int = DEFAULT_CONTEXT_BUDGET
+    max_output_chars: int = MAX_OUTPUT_CHARS
+    progress: bool = True
+
+    def validate(self) -> None:
+        from ..errors import FscoreError
+
+        if self.mode not in ("parity", "shared-context"):
+            raise FscoreError(f"--mode must be parity or shared-context, not {self.mode!r}")
+        if self.abstain not in ABSTAIN_MODES:
+            raise FscoreError(f"--abstain must be one of {', '.join(ABSTAIN_MODES)}, not {self.abstain!r}")
+        if self.mode == "shared-context" and self.chat_template:
+            raise FscoreError("shared-context mode uses completion-style prompts; drop --chat-template")
+
+
+@dataclass
+class Timings:
+    atomic_facts: float = 0.0
+    retrieval: float = 0.0
+    verification: float = 0.0
+    npm: float = 0.0
+    facts_generated: int = 0
+    facts_verified: int = 0
+
+
+@dataclass
+class Item:
+    line: int
+    data: dict
+    topic: str = ""
+    output: str = ""
+    facts: list[str] | None = None
+    problem: tuple[str, str] | None = None  # (status, message) for items that cannot be scored
+
+
+class FactScorer:
+    """Loaded components: LLM, embedder, store, retriever, fact generator, verifier, NP."""
+
+    def __init__(self, settings: Settings, options: ScoreOptions, cache: CallCache | None = None,
+                 llm=None, store=None, embedder=None):
+        from ..backends.embed import SentenceEmbedder
+        from ..backends.llm import load_llm
+        from ..manifest import Bundle
+        from ..store import open_store
+        from .atomic_facts import AtomicFactGenerator
+        from .retrieve import Retriever
+        from .verify import Verifier
+
+        options.validate()
+        self.settings, self.options = settings, options
+        self.cache = cache if cache is not None else CallCache(settings.cache_path if settings.use_cache else None)
+        self.bundle = Bundle(settings.models_dir)
+        self.llm = llm or load_llm(settings, self.bundle, self.cache, chat_template=options.chat_template)
+        self.store = store or open_store(settings.store)
+        if embedder is None:
+            name = self.store.embed_model if self.store.embed_model in self.bundle.entries else settings.embed
+            embedder = SentenceEmbedder.from_bundle(self.bundle, name, settings.threads)
+        if embedder.sha256 != self.store.embed_sha256:
+            from ..errors import StoreError
+
+            raise StoreError(
+                f"store {settings.store} was embedded with model sha256 {self.store.embed_sha256[:12]}…, "
+                f"but the installed {embedder.name} is {embedder.sha256[:12]}…; rebuild the store"
+            )
+        self.embedder = embedder
+        self.retriever = Retriever(self.store, embedder, options.k, options.search_all, self.cache)
+        self.generator = AtomicFactGenerator(self.llm)
+        self.verifier = Verifier(self.llm, options.mode, options.context_budget)
+        self.npm = None
+        if options.npm:
+            from .npm import load_npm
+
+            self.npm = load_npm(settings, self.bundle, self.store, options.npm_model, self.cache)
+        self.timings = Timings()
+
+    def describe(self) -> dict:
+        """Models, store and settings, for the summary."""
+        models = {"llm": {"name": self.llm.name, "sha256": self.llm.sha256},
+                  "embed": {"name": self.embedder.name, "sha256": self.embedder.sha256}}
+        for role, comp in (("llm", self.llm), ("embed", self.embedder)):
+            if comp.name in self.bundle.entries:
+                models[role] = self.bundle.get(comp.name).to_json()
+        if self.npm is not None:
+            models["mlm"] = {"name": self.npm.name, "sha256": self.npm.sha256}
+        o = self.options
+        return {
+            "models": models,
+            "store": {"path": str(self.store.path), "sha256": self.store.sha256, "meta": self.store.meta},
+            "settings": {
+                "mode": o.mode, "gamma": o.gamma, "abstain": o.abstain, "k": o.k, "search_all": o.search_all,
+                "npm": o.npm, "npm_threshold": o.npm_threshold if o.npm else None,
+                "prompt_style": "chat-template" if o.chat_template else "completion (reference)",
+                "decision": f"logprob of first token: {list(TRUE_WORDS)} vs {list(FALSE_WORDS)} (logsumexp)",
+                "context_budget_tokens": o.context_budget if o.mode == "shared-context" else None,
+                "shared_context_order": ("passages retrieved for more facts first, then best rank; laid out in "
+                                         "page order" if o.mode == "shared-context" else None),
+                "parity_call_order": "facts sorted by their prompt's passage sequence to share KV prefixes",
+                "sentence_splitter": SPLITTER,
+                "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
+            },
+        }
+
+    def score_item(self, item: Item) -> dict:
+        o = self.options
+        rec = dict(item.data)
+        if item.problem:
+            rec.update(status=item.problem[0], error=item.problem[1], score=None, init_score=None, decisions=None)
+            return rec
+        if item.facts is None and is_abstained(item.output, o.abstain):
+            rec.update(status="abstained", score=None, init_score=None, decisions=None)
+            return rec
+        if not self.retriever.has_topic(item.topic) and not o.search_all:
+            rec.update(status="topic_not_found", score=None, init_score=None, decisions=None,
+                       error=f"topic {item.topic!r} is not a page of the store (use --search-all to search the whole store)")
+            return rec
+        t0 = time.monotonic()
+        if item.facts is not None:
+            facts, sentences = [f.strip() for f in item.facts if f.strip()], None
+        else:
+            sentences = [asdict(s) for s in self.generator.run(item.output)]
+            facts = [f for s in sentences for f in s["facts"]]
+            self.timings.facts_generated += len(facts)
+        t1 = time.monotonic()
+        self.timings.atomic_facts += t1 - t0
+        if not facts:
+            rec.update(status="no_facts", score=None, init_score=None, decisions=None, sentences=sentences)
+            return rec
+        evidence = [self.retriever.retrieve(item.topic, f) for f in facts]
+        t2 = time.monotonic()
+        verdicts = self.verifier.verify(item.topic, facts, evidence)
+        t3 = time.monotonic()
+        decisions = []
+        for fact, ev, v in zip(facts, evidence, verdicts):
+            d = {"atom": fact, "is_supported": bool(v.is_supported), "margin": None if v.margin is None else round(v.margin, 4),
+                 "rule": v.rule,
+                 "evidence": [{"id": e.passage.id, "title": e.passage.title, "score": round(e.score, 5)} for e in ev]}
+            if self.npm is not None and d["is_supported"]:
+                p = self.npm.probability(item.topic, fact)
+                d["npprob"] = round(p, 5)
+                d["is_supported"] = p > o.npm_threshold
+            decisions.append(d)
+        self.timings.npm += time.monotonic() - t3
+        self.timings.retrieval += t2 - t1
+        self.timings.verification += t3 - t2
+        self.timings.facts_verified += len(facts)
+        score, init = response_score([d["is_supported"] for d in decisions], o.gamma)
+        rec.update(status="ok", score=round(score, 6), init_score=round(init, 6), num_facts=len(facts),
+                   decisions=decisions)
+        if sentences is not None:
+            rec["sentences"] = sentences
+        return rec
+
+
+def load_items(path: str | Path, max_output_chars: int = MAX_OUTPUT_CHARS) -> list[Item]:
+    """Read and validate every line first: a broken file fails before any output is written.
+
+    Malformed JSON, non-UTF-8 bytes, a missing or non-string ``topic``/``output`` and a bad
+    ``facts`` value are errors naming file and line. An empty output, or one longer than
+    ``max_output_chars``, becomes a per-item status instead.
+    """
+    items = []
+    for rec in read_jsonl(path):
+        item = Item(rec.line, rec.data)
+        item.topic = require_text(path, rec, "topic")
+        facts = rec.data.get("facts")
+        if facts is not None:
+            if not isinstance(facts, list) or not all(isinstance(f, str) for f in facts):
+                raise InputError(path, rec.line, "field 'facts' must be a list of strings")
+            item.facts = facts
+            item.output = rec.data.get("output", "") if isinstance(rec.data.get("output", ""), str) else ""
+        else:
+            item.output = require_text(path, rec, "output", allow_empty=True)
+            if not item.output.strip():
+                item.problem = ("empty_output", f"{path}:{rec.line}: field 'output' is empty")
+            elif len(item.output) > max_output_chars:
+                item.problem = ("output_too_long", f"{path}:{rec.line}: output has {len(item.output):,} characters, "
+                                f"over the limit of {max_output_chars:,} (--max-output-chars)")
+        items.append(item)
+    if not items:
+        raise InputError(path, None, "no input items (the file is empty)")
+    return items
+
+
+def _run_key(path: Path, scorer: FactScorer) -> str:
+    h = hashlib.sha256(path.read_bytes())
+    h.update(json.dumps(scorer.describe()["settings"], sort_keys=True).encode())
+    h.update(scorer.llm.sha256.encode() + scorer.store.sha256.encode())
+    return h.hexdigest()
+
+
+def summary_path_for(output: Path) -> Path:
+    name = output.name[: -len(".jsonl")] if output.name.endswith(".jsonl") else output.name
+    return output.with_name(name + ".summary.json")
+
+
+def score_file(input_path: str | Path, output_path: str | Path, settings: Settings | None = None,
+               options: ScoreOptions | None = None, resume: bool = False, scorer: FactScorer | None = None,
+               summary_path: str | Path | None = None) -> dict:
+    """Score a JSONL file; write ``output_path`` (one line per item) and the summary JSON."""
+    settings = settings or Settings()
+    options = options or ScoreOptions()
+    input_path, output_path = Path(input_path), Path(output_path)
+    items = load_items(input_path, options.max_output_chars)
+    t_start = time.monotonic()
+    scorer = scorer or FactScorer(settings, options)
+    t_loaded = time.monotonic()
+    writer = ResumableJsonlWriter(output_path, resume=resume, run_key=_run_key(input_path, scorer))
+    progress = Progress(len(items), "factscore", enabled=options.progress)
+    try:
+        for item in items:
+            if writer.done(item.line):
+                progress.skip()
+                continue
+            rec = scorer.score_item(item)
+            writer.add(item.line, rec)
+            progress.advance(f"{item.topic[:30]}")
+        results = writer.ordered()
+        summary = aggregate(results, options.gamma)
+        summary["status_counts"] = _counts(results)
+        summary.update(scorer.describe())
+        t = scorer.timings
+        total = time.monotonic() - t_start
+        summary["timings"] = {
+            "load_s": round(t_loaded - t_start, 3), "total_s": round(total, 3),
+            "atomic_facts_s": round(t.atomic_facts, 3), "retrieval_s": round(t.retrieval, 3),
+            "verification_s": round(t.verification, 3), "npm_s": round(t.npm, 3),
+            "facts_generated": t.facts_generated, "facts_verified": t.facts_verified,
+            "items_resumed": progress.skipped,
+        }
+        s = scorer.llm.stats
+        summary["llm_calls"] = {"calls": s.calls, "cached": s.cached_calls, "tokens_evaluated": s.tokens_evaluated,
+                                "tokens_reused": s.tokens_reused, "tokens_generated": s.tokens_generated}
+        summary["input"] = str(input_path)
+        summary["output"] = str(output_path)
+        writer.finish()
+        atomic_write_json(summary_path or summary_path_for(output_path), summary)
+    finally:
+        writer.close()
+    return summary
+
+
+def _counts(results: list[dict]) -> dict:
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return dict(sorted(counts.items()))

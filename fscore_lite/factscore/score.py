@@ -1,0 +1,51 @@
+"""Scores (SPEC FActScore §8): per-response support, length penalty, aggregates."""
+from __future__ import annotations
+
+import math
+
+GAMMA = 10
+# Items that count toward respond_ratio: scored, abstained, or left without facts (as in the reference).
+RESPONSE_STATUSES = ("ok", "abstained", "no_facts", "empty_output")
+
+
+def length_penalty(n_facts: int, gamma: float = GAMMA) -> float:
+    """SPEC §8: 1 if n > gamma, else exp(1 - gamma / n)."""
+    if not gamma:
+        return 1.0
+    return 1.0 if n_facts > gamma else math.exp(1 - gamma / n_facts)
+
+
+def response_score(supported: list[bool], gamma: float = GAMMA) -> tuple[float, float]:
+    """(penalised score, raw mean of is_supported) for one responding item."""
+    raw = sum(1.0 for s in supported if s) / len(supported)
+    return raw * length_penalty(len(supported), gamma), raw
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def aggregate(items: list[dict], gamma: float = GAMMA) -> dict:
+    """FActScore's output fields over per-item results.
+
+    An item responds when it got at least one fact (status "ok"). ``respond_ratio`` is over
+    every item that was scored or abstained; items with input problems or unknown topics are
+    counted apart and excluded.
+    """
+    considered = [it for it in items if it["status"] in RESPONSE_STATUSES]
+    responding = [it for it in considered if it["status"] == "ok"]
+    scores, init_scores, n_facts = [], [], []
+    for it in responding:
+        s, raw = response_score([d["is_supported"] for d in it["decisions"]], gamma)
+        scores.append(s)
+        init_scores.append(raw)
+        n_facts.append(len(it["decisions"]))
+    return {
+        "score": _mean(scores),
+        "init_score": _mean(init_scores),
+        "respond_ratio": (len(responding) / len(considered)) if considered else None,
+        "num_facts_per_response": _mean(n_facts),
+        "num_items": len(items),
+        "num_responding": len(responding),
+        "gamma": gamma,
+    }

@@ -1,0 +1,170 @@
+"""Model bundle manifest: a folder with ``manifest.json`` and the model files it lists.
+
+Each entry names a model, its role (``llm``, ``embed``, ``qg``, ``qa``, ``nli``, ``mlm``), its
+files with sha256 and size, and where it came from (source, licence). The runtime refuses
+a file whose hash does not match; build code (``models/``) writes the manifest.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ModelIntegrityError, ModelNotInstalled
+
+MANIFEST_NAME = "manifest.json"
+SCHEMA_VERSION = 1
+ROLES = ("llm", "embed", "qg", "qa", "nli", "mlm")
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    path: str  # relative to the bundle root
+    sha256: str
+    size: int
+    kind: str = "weights"  # weights | tokenizer | config | other
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    role: str
+    architecture: str
+    files: tuple[ModelFile, ...]
+    quantization: str = ""
+    license: str = ""
+    source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def file(self, kind: str = "weights") -> ModelFile:
+        for f in self.files:
+            if f.kind == kind:
+                return f
+        raise ModelNotInstalled(f"model '{self.name}' has no {kind} file in its manifest entry")
+
+    @property
+    def sha256(self) -> str:
+        """The identity of the model: the hash of its (first) weights file.
+
+        An entry made of several graphs and no single ``weights`` file (a T5 export:
+        ``encoder``, ``decoder``, ``decoder_with_past``) is identified by the sha256 of the
+        lines ``"<kind> <sha256>"`` of all its files, in manifest order.
+        """
+        for f in self.files:
+            if f.kind == "weights":
+                return f.sha256
+        if not self.files:
+            raise ModelNotInstalled(f"model '{self.name}' lists no files in its manifest entry")
+        lines = "".join(f"{f.kind} {f.sha256}\n" for f in self.files)
+        return hashlib.sha256(lines.encode("utf-8")).hexdigest()
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["files"] = [asdict(f) for f in self.files]
+        return d
+
+    @staticmethod
+    def from_json(d: dict) -> "ModelEntry":
+        files = tuple(ModelFile(**f) for f in d["files"])
+        return ModelEntry(**{**d, "files": files})
+
+
+def describe_file(root: str | Path, rel_path: str | Path, kind: str) -> ModelFile:
+    """A :class:`ModelFile` for ``root/rel_path`` with its size and sha256 computed now."""
+    p = Path(root) / rel_path
+    return ModelFile(path=Path(rel_path).as_posix(), sha256=sha256_file(p), size=p.stat().st_size, kind=kind)
+
+
+def sha256_file(path: str | Path, chunk: int = 8 * 1024 * 1024) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+_VERIFIED: dict[tuple[str, int, int], str] = {}
+
+
+class Bundle:
+    """A model bundle folder. Entries are looked up by name or role."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.entries: dict[str, ModelEntry] = {}
+        mpath = self.root / MANIFEST_NAME
+        if mpath.exists():
+            data = json.loads(mpath.read_text(encoding="utf-8"))
+            for e in data.get("models", []):
+                entry = ModelEntry.from_json(e)
+                self.entries[entry.name] = entry
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / MANIFEST_NAME
+
+    def save(self) -> None:
+        from .io import atomic_write_json
+
+        data = {"schema_version": SCHEMA_VERSION, "models": [e.to_json() for e in self.entries.values()]}
+        atomic_write_json(self.manifest_path, data)
+
+    def add(self, entry: ModelEntry) -> None:
+        self.entries[entry.name] = entry
+
+    def get(self, name: str) -> ModelEntry:
+        if name not in self.entries:
+            have = ", ".join(sorted(self.entries)) or "none"
+            raise ModelNotInstalled(
+                f"model '{name}' is not in {self.manifest_path} (installed: {have}). "
+                "Run `fscore-lite models install-default` or `fscore-lite models export`."
+            )
+        return self.entries[name]
+
+    def for_role(self, role: str) -> list[ModelEntry]:
+        return [e for e in self.entries.values() if e.role == role]
+
+    def first_for_role(self, role: str) -> ModelEntry | None:
+        found = self.for_role(role)
+        return found[0] if found else None
+
+    def path(self, entry: ModelEntry, kind: str = "weights") -> Path:
+        return self.root / entry.file(kind).path
+
+    def verify_file(self, f: ModelFile, *, use_cache: bool = True) -> Path:
+        """Check one file's size and sha256; return its path or raise ModelIntegrityError.
+
+        A file already hashed in this process with the same size and mtime is not hashed
+        again unless ``use_cache`` is false (``fscore-lite models verify`` rehashes everything).
+        """
+        p = self.root / f.path
+        if not p.exists():
+            raise ModelIntegrityError(f"model file {p} is missing (listed in {self.manifest_path})")
+        st = p.stat()
+        if st.st_size != f.size:
+            raise ModelIntegrityError(
+                f"model file {p} has {st.st_size} bytes, the manifest says {f.size}: refusing to use it"
+            )
+        key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
+        digest = (_VERIFIED.get(key) if use_cache else None) or sha256_file(p)
+        if digest != f.sha256:
+            raise ModelIntegrityError(
+                f"model file {p} has sha256 {digest}, the manifest says {f.sha256}: refusing to use it. "
+                "Reinstall it (`fscore-lite models install-default`) or re-export it."
+            )
+        _VERIFIED[key] = digest
+        return p
+
+    def verify(self, entry: ModelEntry) -> None:
+        for f in entry.files:
+            self.verify_file(f)
+
+    def verified_path(self, entry: ModelEntry, kind: str = "weights") -> Path:
+        """Verify every file of the entry, then return the path of the requested one."""
+        self.verify(entry)
+        return self.path(entry, kind)

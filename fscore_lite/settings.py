@@ -1,0 +1,60 @@
+"""One Settings object: threads, cache directory, model bundle, store, model choice.
+
+Values come from (highest first) explicit arguments / CLI flags, environment variables
+(``FSCORE_LITE_HOME``, ``FSCORE_LITE_THREADS``, ``FSCORE_LITE_MODELS``, ``FSCORE_LITE_STORE``,
+``FSCORE_LITE_LLM``), then defaults.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+DEFAULT_LLM = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+TEST_LLM = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+DEFAULT_EMBED = "all-minilm-l6-v2-int8"
+
+
+def _home() -> Path:
+    env = os.environ.get("FSCORE_LITE_HOME")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "fscore-lite"
+
+
+def _default_threads() -> int:
+    env = os.environ.get("FSCORE_LITE_THREADS")
+    if env:
+        return max(1, int(env))
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path = field(default_factory=_home)
+    threads: int = field(default_factory=_default_threads)
+    models_dir: Path | None = None  # default: home / "models"
+    store: Path | None = None  # default: home / "stores" / "demo"
+    llm: str = field(default_factory=lambda: os.environ.get("FSCORE_LITE_LLM", DEFAULT_LLM))
+    embed: str = DEFAULT_EMBED
+    n_ctx: int = 4096
+    use_cache: bool = True
+
+    def __post_init__(self):
+        if self.models_dir is None:
+            env = os.environ.get("FSCORE_LITE_MODELS")
+            object.__setattr__(self, "models_dir", Path(env).expanduser() if env else self.home / "models")
+        if self.store is None:
+            env = os.environ.get("FSCORE_LITE_STORE")
+            object.__setattr__(self, "store", Path(env).expanduser() if env else self.home / "stores" / "demo")
+
+    @property
+    def cache_path(self) -> Path:
+        """SQLite cache of model calls."""
+        return self.home / "calls.sqlite"
+
+    def with_(self, **changes) -> "Settings":
+        """A copy with some fields changed; ``None`` values are ignored."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
