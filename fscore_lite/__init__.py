@@ -7,6 +7,8 @@ The public API (the CLI calls exactly these)::
 from .errors import FscoreError, InputError, ModelIntegrityError, ModelNotInstalled, StoreError
 from .manifest import Bundle
 from .settings import Settings
+from .store import Passage, PassageStore, open_store
+from .backends.embed import SentenceEmbedder
 
 __version__ = "0.1.0"
 
@@ -25,4 +27,8 @@ __all__ = [
     "Settings",
     "StoreError",
     "load_bundle",
+    "open_store",
+    "PassageStore",
+    "Passage",
+    "SentenceEmbedder",
 ]

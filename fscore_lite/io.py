@@ -104,6 +104,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results and manifests are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

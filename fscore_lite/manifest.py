@@ -24,7 +24,7 @@ class ModelFile:
     path: str  # relative to the bundle root
     sha256: str
     size: int
-    kind: str = "weights"  # weights | tokenizer | config | other
+    kind: str = "weights"  # weights | tokenizer | config | ... (the kinds exports write: models/export.py)
 
 
 @dataclass(frozen=True)

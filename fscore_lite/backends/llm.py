@@ -43,6 +43,7 @@ class LlamaRunner:
         n_batch: int = 512,
         cache: CallCache | None = None,
         chat_template: bool = False,
+        reuse_prefix: bool = True,
     ):
         try:
             from llama_cpp import Llama
@@ -53,6 +54,7 @@ class LlamaRunner:
         self.threads = threads
         self.cache = cache if cache is not None else CallCache(None)
         self.chat_template = chat_template
+        self.reuse_prefix = reuse_prefix  # False: evaluate every prompt from scratch (for tests/benchmarks)
         self.stats = LLMStats()
         # llama.cpp prints its load log on stderr; keep it quiet.
         self._llm = Llama(
@@ -102,14 +104,17 @@ class LlamaRunner:
         return self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=self.chat_template)
 
     # ---- evaluation -------------------------------------------------------------------
-    def _eval_to(self, tokens: list[int]) -> np.ndarray:
-        """Make the context hold exactly ``tokens`` and return the last position's logits."""
+    def _eval_to(self, tokens: list[int], reuse: bool | None = None) -> np.ndarray:
+        """Make the context hold exactly ``tokens`` and return the last position's logits.
+
+        Keeps the longest common prefix with what the context already holds (unless prefix
+        reuse is off for this runner and ``reuse`` is not forced)."""
         if len(tokens) >= self.n_ctx:
             raise FscoreError(
                 f"prompt of {len(tokens)} tokens does not fit the context of {self.n_ctx} tokens; raise --n-ctx"
             )
         keep = 0
-        for a, b in zip(self._tokens, tokens):
+        for a, b in zip(self._tokens if (self.reuse_prefix if reuse is None else reuse) else (), tokens):
             if a != b:
                 break
             keep += 1
@@ -174,7 +179,7 @@ class LlamaRunner:
                 text = self.detokenize(out)
                 if any(s in text for s in stop):
                     break
-                logits = self._eval_to(toks + out)
+                logits = self._eval_to(toks + out, reuse=True)  # one new token per step
             self.stats.tokens_generated += len(out)
             cut = min((text.index(s) for s in stop if s in text), default=len(text))
             return text[:cut]

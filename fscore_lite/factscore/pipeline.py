@@ -118,7 +118,7 @@ class FactScorer:
                   "embed": {"name": self.embedder.name, "sha256": self.embedder.sha256}}
         for role, comp in (("llm", self.llm), ("embed", self.embedder)):
             if comp.name in self.bundle.entries:
-                models[role] = self.bundle.get(comp.name).to_json()
+                models[role] = self.bundle.get(comp.name).to_json() | {"sha256": comp.sha256}
         if self.npm is not None:
             models["mlm"] = {"name": self.npm.name, "sha256": self.npm.sha256}
         o = self.options

@@ -79,6 +79,6 @@ class Retriever:
                 if self.store.has_page(topic):
                     self._page(topic)
                 if pid not in self._by_id:
-                    self._by_id[pid] = self.store.passage(pid)
+                    self._by_id.update(self.store.passages_by_id([pid]))
             out.append(Evidence(self._by_id[pid], score, rank))
         return out

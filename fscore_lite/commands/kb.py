@@ -1,0 +1,135 @@
+"""``fscore-lite kb``: build, inspect and search passage stores."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..settings import Settings
+
+app = typer.Typer(no_args_is_help=True)
+
+
+def _echo_json(obj) -> None:
+    typer.echo(json.dumps(obj, ensure_ascii=False, indent=2))
+
+
+@app.command()
+def build(
+    source: Annotated[Path, typer.Argument(help="FActScore knowledge DB (.db), TSV (id, text, title) or JSONL pages.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Store folder to create.")],
+    format: Annotated[
+        str, typer.Option("--format", help="auto | factscore-db | jsonl | tsv (auto: by file header and suffix).")
+    ] = "auto",
+    source_label: Annotated[
+        Optional[str], typer.Option("--source", help="Where the text comes from, recorded in the store's meta.")
+    ] = None,
+    snapshot: Annotated[Optional[str], typer.Option("--snapshot", help="Snapshot date of the text, recorded in meta.")] = None,
+    chunking: Annotated[
+        str,
+        typer.Option(
+            "--chunking",
+            help="JSONL only: 'reference' (default, parity: sections filled to 256 tokens and cut like "
+            "FActScore's build_db) or 'sentences' (whole sentences packed into <=256-token passages).",
+        ),
+    ] = "reference",
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for embedding.")] = None,
+    models_dir: Annotated[Optional[Path], typer.Option("--models-dir", help="Model bundle folder.")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Passages per embedding batch.")] = 32,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress line.")] = False,
+) -> None:
+    """Build a passage store: chunk pages (JSONL) or keep DB passages, embed them, index them.
+
+    The store is written next to OUTPUT and renamed into place only when complete.
+
+    Prints the build summary as JSON. An existing store built from the same input, model and settings is kept (up_to_date).
+    """
+    # Build code lives outside the runtime package; it is imported only when building.
+    try:
+        from index_builder.build import build_store
+    except ImportError as e:
+        from ..errors import FscoreError
+
+        raise FscoreError(f"the index builder is not installed with this fscore-lite ({e})") from None
+
+    stats = build_store(
+        source,
+        output,
+        fmt=format,
+        source_label=source_label,
+        snapshot=snapshot,
+        threads=threads,
+        models_dir=models_dir,
+        chunking=chunking,
+        batch_size=batch_size,
+        overwrite=force,
+        progress=not quiet,
+    )
+    _echo_json(stats.to_json())
+
+
+@app.command()
+def info(
+    store: Annotated[Optional[Path], typer.Argument(help="Store folder (default: the configured store).")] = None,
+    no_verify: Annotated[bool, typer.Option("--no-verify", help="Check file sizes only, not sha256.")] = False,
+) -> None:
+    """Print a store's counts, meta, files and identity as JSON (verifies its hashes)."""
+    from ..store import open_store
+
+    path = store or Settings().store
+    with open_store(path, verify=not no_verify) as s:
+        _echo_json(s.info())
+
+
+@app.command()
+def search(
+    store: Annotated[Path, typer.Argument(help="Store folder.")],
+    query: Annotated[str, typer.Argument(help="Query text.")],
+    k: Annotated[int, typer.Option("--k", "-k", help="Number of hits.")] = 5,
+    title: Annotated[Optional[str], typer.Option("--title", help="Only this page (title or alias).")] = None,
+    bm25: Annotated[bool, typer.Option("--bm25", help="Full-text BM25 instead of dense vectors.")] = False,
+    preview: Annotated[int, typer.Option("--preview", help="Characters of text to show (0 = all).")] = 160,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for embedding the query.")] = None,
+    models_dir: Annotated[Optional[Path], typer.Option("--models-dir", help="Model bundle folder.")] = None,
+) -> None:
+    """Search a store; prints one JSON line per hit, best first.
+
+    Dense search embeds the query with the store's model and refuses to run if the installed model's sha256 differs.
+
+    With --title only that page's passages are ranked (as FActScore's retrieval does).
+    """
+    import numpy as np
+
+    from ..backends.embed import SentenceEmbedder
+    from ..errors import FscoreError
+    from ..manifest import Bundle
+    from ..store import open_store
+
+    settings = Settings().with_(threads=threads, models_dir=models_dir)
+    with open_store(store) as s:
+        if bm25:
+            hits = s.search_bm25(query, k, title=title)
+        else:
+            embedder = SentenceEmbedder.from_bundle(Bundle(settings.models_dir), s.embed_model, settings.threads)
+            s.check_embedder(embedder)
+            q = embedder.encode([query])[0]
+            if title is None:
+                hits = s.search_vectors(q, k)
+            else:
+                passages = s.page_passages(title)
+                if not passages:
+                    raise FscoreError(f"no page {title!r} in {store}")
+                scores = s.page_vectors(title) @ q
+                order = np.argsort(-scores, kind="stable")[:k]
+                hits = [(passages[i], float(scores[i])) for i in order]
+        for rank, (p, score) in enumerate(hits, start=1):
+            text = p.text if preview <= 0 or len(p.text) <= preview else p.text[:preview] + "…"
+            typer.echo(
+                json.dumps(
+                    {"rank": rank, "id": p.id, "title": p.title, "ordinal": p.ordinal, "score": round(score, 6), "text": text},
+                    ensure_ascii=False,
+                )
+            )

