@@ -90,14 +90,22 @@ class LlamaRunner:
         return toks[0]
 
     def format_prompt(self, prompt: str) -> str:
-        """Completion-style (the reference) by default; the model's chat template on request."""
+        """Completion-style (the reference) by default; with ``chat_template`` the prompt is one
+        user turn rendered by the model's own chat template (from the GGUF metadata)."""
         if not self.chat_template:
             return prompt
-        tmpl = self._llm.metadata.get("tokenizer.chat_template")
-        if not tmpl:
-            raise FscoreError(f"model {self.name} has no chat template; run without --chat-template")
-        # Qwen/ChatML-style framing, rendered the way the model's template does for one user turn.
-        return f"<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
+        if not hasattr(self, "_chat"):
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            tmpl = self._llm.metadata.get("tokenizer.chat_template")
+            if not tmpl:
+                raise FscoreError(f"model {self.name} has no chat template; run without --chat-template")
+            vocab = self._llm._model
+            eos = vocab.token_get_text(self.eos) if self.eos >= 0 else ""
+            bos_id = self._llm.token_bos()
+            bos = vocab.token_get_text(bos_id) if bos_id >= 0 else ""
+            self._chat = Jinja2ChatFormatter(tmpl, eos_token=eos, bos_token=bos, add_generation_prompt=True)
+        return self._chat(messages=[{"role": "user", "content": prompt}]).prompt
 
     def _prompt_tokens(self, prompt: str) -> list[int]:
         text = self.format_prompt(prompt)
