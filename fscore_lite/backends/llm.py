@@ -78,8 +78,15 @@ class LlamaRunner:
 
         return token == self.eos or bool(llama_cpp.llama_vocab_is_eog(self._llm._model.vocab, token))
 
-    def tokenize(self, text: str, add_bos: bool = True) -> list[int]:
-        return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=False)
+    def tokenize(self, text: str, add_bos: bool = True, special: bool = False) -> list[int]:
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
+
+    def split_template(self, text: str) -> tuple[str, str]:
+        """(head, tail) with ``format_prompt(text + x) == head + x + tail`` for any appended x."""
+        if not self.chat_template:
+            return text, ""
+        head, tail = self.format_prompt(text + "\x00").split("\x00")
+        return head, tail
 
     def detokenize(self, tokens: list[int]) -> str:
         return self._llm.detokenize(tokens).decode("utf-8", errors="replace")
@@ -161,10 +168,10 @@ class LlamaRunner:
         Used by shared-context verification: the prefix is tokenised once, so every fact's
         suffix is appended to exactly the same tokens and the KV cache always hits.
         """
-        payload = {"prefix_sha": _tokens_key(prefix_tokens), "suffix": suffix, "words": words}
+        payload = {"prefix_sha": _tokens_key(prefix_tokens), "suffix": suffix, "words": words, "chat": self.chat_template}
 
         def compute():
-            toks = prefix_tokens + self._llm.tokenize(suffix.encode("utf-8"), add_bos=False, special=False)
+            toks = prefix_tokens + self._llm.tokenize(suffix.encode("utf-8"), add_bos=False, special=self.chat_template)
             lp = self._log_softmax(self._eval_to(toks))
             return {w: float(lp[self.first_token(w)]) for w in words}
 

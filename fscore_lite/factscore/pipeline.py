@@ -48,8 +48,6 @@ class ScoreOptions:
             raise FscoreError(f"--mode must be parity or shared-context, not {self.mode!r}")
         if self.abstain not in ABSTAIN_MODES:
             raise FscoreError(f"--abstain must be one of {', '.join(ABSTAIN_MODES)}, not {self.abstain!r}")
-        if self.mode == "shared-context" and self.chat_template:
-            raise FscoreError("shared-context mode uses completion-style prompts; drop --chat-template")
 
 
 @dataclass

@@ -153,10 +153,12 @@ class Verifier:
 
     def _verify_shared(self, topic, facts, evidence) -> list[Verdict]:
         context = _context(topic, self.shared_passages(evidence))
-        prefix = self.llm.tokenize(context, add_bos=True)  # completion-style: the suffix must extend it
+        # the prompt is head + fact suffix + tail (tail is non-empty only with a chat template)
+        head, tail = self.llm.split_template(context)
+        prefix = self.llm.tokenize(head, add_bos=True, special=self.llm.chat_template)
         out = []
         for fact in facts:
-            lp = self.llm.suffix_logprobs(prefix, fact_suffix(fact), list(TRUE_WORDS + FALSE_WORDS))
+            lp = self.llm.suffix_logprobs(prefix, fact_suffix(fact) + tail, list(TRUE_WORDS + FALSE_WORDS))
             m = margin_from_logprobs(lp)
             out.append(Verdict(m > 0, m, "logprob"))
         return out
