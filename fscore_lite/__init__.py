@@ -9,6 +9,8 @@ from .manifest import Bundle
 from .settings import Settings
 from .store import Passage, PassageStore, open_store
 from .backends.embed import SentenceEmbedder
+from .factscore.pipeline import FactScorer, ScoreOptions, score_file
+from . import q2  # callable: fscore_lite.q2(input, out, settings) runs Q² on a file
 
 __version__ = "0.1.0"
 
@@ -19,6 +21,10 @@ def load_bundle(settings: Settings | None = None) -> Bundle:
 
 
 __all__ = [
+    "q2",
+    "score_file",
+    "ScoreOptions",
+    "FactScorer",
     "Bundle",
     "FscoreError",
     "InputError",

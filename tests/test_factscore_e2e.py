@@ -147,6 +147,9 @@ def test_resume_continues_without_redoing_or_duplicating(settings_1t, small_stor
 
 
 SITE = """
+import sys
+sys.modules["torch"] = None  # the runtime must never import torch or transformers
+sys.modules["transformers"] = None
 import socket
 def _no(*a, **k):
     raise RuntimeError("network blocked by test")
@@ -155,7 +158,7 @@ socket.create_connection = _no
 """
 
 
-def test_cli_scoring_with_network_blocked_and_per_item_statuses(settings_1t, small_store, tmp_path):
+def test_cli_scoring_with_network_and_torch_blocked_and_per_item_statuses(settings_1t, small_store, tmp_path):
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SITE)
@@ -176,3 +179,11 @@ def test_cli_scoring_with_network_blocked_and_per_item_statuses(settings_1t, sma
     assert [r["status"] for r in rows] == ["ok", "empty_output", "output_too_long", "topic_not_found"]
     assert "in.jsonl:3" in rows[2]["error"]
     assert json.loads(proc.stdout)["respond_ratio"] == pytest.approx(0.5)
+
+
+def test_search_all_ranks_whole_store_for_unknown_topic(settings_1t, small_store, test_llm):
+    scorer = _scorer(settings_1t, small_store, test_llm, search_all=True)
+    ev = scorer.retriever.retrieve("Not A Page", "He played for Lille and Marseille.")
+    assert len(ev) == 5 and ev[0].passage.title == "Adil Rami"
+    strict = _scorer(settings_1t, small_store, test_llm)
+    assert strict.retriever.retrieve("Not A Page", "He played for Lille.") == []
