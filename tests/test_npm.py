@@ -95,3 +95,43 @@ def test_npm_with_exported_tiny_mlm_matches_torch(tiny_bundle, tiny_checkpoints)
         w = np.exp(s - s.max())
         probs.append(w[toks == fact_ids[i]].sum() / w.sum() if (toks == fact_ids[i]).any() else 0.0)
     assert p == pytest.approx(float(np.mean(probs)), abs=1e-4)
+
+
+@pytest.mark.export
+@pytest.mark.llm
+def test_pipeline_applies_np_to_supported_facts(tiny_bundle, settings_1t, tmp_path):
+    """--npm: facts the LM supports get an NP probability and are re-decided at 0.3."""
+    import json
+    import shutil
+
+    from fscore_lite.backends.llm import load_llm
+    from fscore_lite.cache import CallCache
+    from fscore_lite.factscore.pipeline import FactScorer, Item, ScoreOptions
+    from fscore_lite.manifest import Bundle
+    from index_builder.build import build_store
+
+    real, tiny = Bundle(settings_1t.models_dir), Bundle(tiny_bundle)
+    combo = Bundle(tmp_path / "bundle")
+    for name, src in ((settings_1t.llm, real), ("all-minilm-l6-v2-int8", real), ("tiny-mlm", tiny)):
+        entry = src.get(name)
+        for f in entry.files:
+            (combo.root / f.path).parent.mkdir(parents=True, exist_ok=True)
+            (combo.root / f.path).symlink_to((src.root / f.path).resolve())
+        combo.add(entry)
+    combo.save()
+    pages = tmp_path / "pages.jsonl"
+    pages.write_text(json.dumps({"title": "Marie Curie", "text": "Marie Curie was a Polish physicist. "
+                                 "She won the Nobel Prize in Physics in 1903."}) + "\n")
+    build_store(pages, tmp_path / "store", threads=1, models_dir=combo.root, progress=False)
+    s = settings_1t.with_(models_dir=combo.root, store=tmp_path / "store")
+    llm = load_llm(s, combo, CallCache(None))
+    scorer = FactScorer(s, ScoreOptions(npm=True, progress=False, k=1), cache=llm.cache, llm=llm)
+    rec = scorer.score_item(Item(1, {}, topic="Marie Curie",
+                                 facts=["Marie Curie was a Polish physicist.", "Marie Curie was a Japanese chef."]))
+    assert scorer.describe()["models"]["mlm"]["name"] == "tiny-mlm"
+    assert any("npprob" in d for d in rec["decisions"]), rec["decisions"]
+    for d in rec["decisions"]:
+        if "npprob" in d:  # only LM-supported facts are checked, and NP then decides
+            assert d["is_supported"] == (d["npprob"] > 0.3)
+        else:
+            assert d["is_supported"] is False
