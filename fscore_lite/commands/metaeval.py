@@ -47,3 +47,7 @@ def factscore_er(
     report = run_er(data, settings, mode=mode, subjects=subs, limit=limit, store=store, out=out,
                     chat_template=chat_template, context_budget=context_budget, baseline=baseline)
     typer.echo(format_report(report))
+
+
+from .q2 import meta_eval_q2 as _meta_eval_q2  # noqa: E402  (Q²: fscore_lite/commands/q2.py)
+app.command("q2")(_meta_eval_q2)

@@ -1,0 +1,208 @@
+"""Extractive question answering on onnxruntime (Q²'s QA role; reference: ALBERT-xlarge SQuAD-2).
+
+Also home of :class:`OnnxTextModel`, the small base class the three Q² ONNX backends share:
+it owns the onnxruntime session(s), the ``tokenizers`` tokenizer and the model's
+``config.json``, and routes every model call through the SQLite call cache. Each task adds
+only its pre- and post-processing.
+
+The QA rule (SPEC Q² step 4) is the reference's: encode ``question`` and ``context`` as a
+pair, take ``argmax(start_logits) .. argmax(end_logits)`` over the *whole* sequence and
+decode those tokens with the tokenizer's decoder; a span that is exactly the first (CLS)
+token means "no answer". A pair longer than the model's positions (the reference would
+fail there) is split into overlapping windows of the context; see :meth:`ExtractiveQA.answer`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..cache import CallCache
+from ..errors import ModelIntegrityError
+
+DOC_STRIDE = 128  # tokens shared by consecutive context windows (the SQuAD scripts' default)
+
+
+def make_session(path: str | Path, threads: int):
+    """An onnxruntime CPU session with ``threads`` intra-op threads and no busy-waiting."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = max(1, int(threads))
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def _json_roundtrip(value: Any) -> Any:
+    """The value exactly as the cache will return it later (so reruns are byte-identical)."""
+    return json.loads(json.dumps(value, ensure_ascii=False))
+
+
+class OnnxTextModel:
+    """One ONNX model with its tokenizer and config; every call goes through the call cache.
+
+    ``name`` and ``sha256`` identify the model (bundle entry name, hash of the weights file
+    actually loaded), so int8 and fp32 files never share cache entries.
+    """
+
+    backend = "onnx"
+
+    def __init__(
+        self,
+        tokenizer_path: str | Path,
+        config: dict | str | Path | None,
+        *,
+        name: str,
+        sha256: str,
+        threads: int = 1,
+        cache: CallCache | None = None,
+    ):
+        from tokenizers import Tokenizer
+
+        self.name = name
+        self.sha256 = sha256
+        self.threads = max(1, int(threads))
+        self.cache = cache if cache is not None else CallCache(None)
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+        if config is None:
+            self.config: dict = {}
+        elif isinstance(config, dict):
+            self.config = config
+        else:
+            self.config = json.loads(Path(config).read_text(encoding="utf-8"))
+        self.calls = 0
+
+    def cached(self, kind: str, payload: dict, compute: Callable[[], Any]) -> Any:
+        """Cached model call keyed by (sha256, kind, exact input)."""
+        self.calls += 1
+        return self.cache.cached(self.sha256, kind, payload, lambda: _json_roundtrip(compute()))
+
+    def max_tokens(self) -> int:
+        """Longest input the model's position embeddings allow."""
+        n = int(self.config.get("max_position_embeddings", 512))
+        if self.config.get("model_type") in ("roberta", "xlm-roberta", "camembert", "longformer"):
+            n -= int(self.config.get("pad_token_id", 1)) + 1  # positions start after the pad id
+        return n
+
+    def token_strings(self, ids: list[int]) -> list[str]:
+        return [self.tokenizer.id_to_token(int(i)) or "" for i in ids]
+
+    def tokens_to_string(self, tokens: list[str]) -> str:
+        """The tokenizer's ``convert_tokens_to_string``: its decoder, or tokens joined by spaces."""
+        decoder = self.tokenizer.decoder
+        return decoder.decode(tokens) if decoder is not None else " ".join(tokens)
+
+
+@dataclass(frozen=True)
+class QAResult:
+    """One extractive answer.
+
+    ``text`` is the decoded span as the reference produces it (special tokens included);
+    ``no_answer`` is true when the span is exactly the CLS token; ``cls_in_span`` when the
+    span starts at CLS (the reference then skips the NLI comparison).
+    """
+
+    text: str
+    no_answer: bool
+    cls_in_span: bool
+    start: int
+    end: int  # exclusive
+    window: int = 0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class ExtractiveQA(OnnxTextModel):
+    """A SQuAD-2 style ``*ForQuestionAnswering`` graph: inputs ids/mask(/types), start and end logits."""
+
+    role = "qa"
+
+    def __init__(self, model_path, tokenizer_path, config=None, *, name, sha256, threads=1, cache=None,
+                 doc_stride: int = DOC_STRIDE):
+        super().__init__(tokenizer_path, config, name=name, sha256=sha256, threads=threads, cache=cache)
+        self.session = make_session(model_path, self.threads)
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        outs = [o.name for o in self.session.get_outputs()]
+        if not {"start_logits", "end_logits"} <= set(outs):
+            raise ModelIntegrityError(f"QA model {name} lacks start_logits/end_logits outputs (has {outs})")
+        self.doc_stride = int(doc_stride)
+        self._window_tokenizer = None  # built on the first input longer than the model
+
+    @classmethod
+    def from_bundle(cls, bundle, entry, *, threads=1, cache=None, precision="int8") -> "ExtractiveQA":
+        from .onnx_nli import bundle_files
+
+        files = bundle_files(bundle, entry, precision)
+        return cls(files["weights"], files["tokenizer"], files.get("config"), name=entry.name,
+                   sha256=files["sha256"], threads=threads, cache=cache)
+
+    # -- model ----------------------------------------------------------------------------
+    def logits(self, ids: list[int], type_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end logits for one encoded pair."""
+        input_ids = np.asarray([ids], dtype=np.int64)
+        feeds = {"input_ids": input_ids, "attention_mask": np.ones_like(input_ids)}
+        if "token_type_ids" in self.inputs:
+            feeds["token_type_ids"] = np.asarray([type_ids], dtype=np.int64)
+        start, end = self.session.run(["start_logits", "end_logits"], feeds)
+        return start[0].astype(np.float32), end[0].astype(np.float32)
+
+    def _windows(self, question: str, context: str):
+        enc = self.tokenizer.encode(question, context)
+        limit = self.max_tokens()
+        if len(enc.ids) <= limit:
+            return [enc]
+        tok = self._window_tokenizer or self._make_window_tokenizer(limit)
+        first = tok.encode(question, context)
+        return [first, *first.overflowing]
+
+    def _make_window_tokenizer(self, limit: int):
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_str(self.tokenizer.to_str())
+        tok.no_padding()
+        tok.enable_truncation(limit, stride=self.doc_stride, strategy="only_second")
+        self._window_tokenizer = tok
+        return tok
+
+    def _span(self, ids: list[int], type_ids: list[int]) -> tuple[int, int, float]:
+        """The reference span rule: argmax start, argmax end + 1; and its start+end logit."""
+        start_logits, end_logits = self.logits(ids, type_ids)
+        start = int(np.argmax(start_logits))
+        end = int(np.argmax(end_logits)) + 1
+        return start, end, float(start_logits[start] + end_logits[end - 1])
+
+    def answer(self, question: str, context: str) -> QAResult:
+        """Answer ``question`` from ``context`` (SPEC Q² step 4: argmax span, CLS = no answer).
+
+        Long inputs: the context is cut into windows of the model's length overlapping by
+        ``doc_stride`` tokens; each window gets the reference rule, and the window whose
+        span is not CLS and has the highest start+end logit wins (no window with a span:
+        no answer). Inputs that fit in one window behave exactly like the reference.
+        """
+        payload = {"question": question, "context": context, "doc_stride": self.doc_stride}
+
+        def compute():
+            windows = self._windows(question, context)
+            best = None
+            for w, enc in enumerate(windows):
+                start, end, score = self._span(enc.ids, enc.type_ids)
+                if len(windows) == 1 or (start > 0 and (best is None or score > best[3])):
+                    best = (w, start, end, score, enc.ids)
+            if best is None:  # every window predicted CLS: no answer
+                best = (0, 0, 1, 0.0, windows[0].ids)
+            w, start, end, _, ids = best
+            text = self.tokens_to_string(self.token_strings(ids[start:end]))
+            return QAResult(text=text, no_answer=start == 0 and end == 1, cls_in_span=start == 0 and end >= 1,
+                            start=start, end=end, window=w).to_json()
+
+        return QAResult(**self.cached("qa_span", payload, compute))

@@ -1,0 +1,97 @@
+"""Choosing a backend for each Q² role (qg, qa, nli).
+
+``auto`` (the default): the ONNX model of the role when the bundle has one
+(``Bundle.first_for_role``), else the local LLM. ``onnx`` requires the three ONNX models;
+``llm`` uses the LLM for all roles. The LLM is loaded once and shared.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..cache import CallCache
+from ..errors import FscoreError, ModelNotInstalled
+from ..manifest import Bundle
+
+ROLES = ("qg", "qa", "nli")
+BACKENDS = ("auto", "onnx", "llm")
+PRECISIONS = ("int8", "fp32")
+
+
+@dataclass
+class Q2Roles:
+    qg: object  # generate.QuestionGenerator
+    qa: object  # answer.QuestionAnswerer
+    nli: object  # compare.EntailmentJudge
+
+    def describe(self) -> dict:
+        """Which backend serves each role, with model name and sha256 (for the summary)."""
+        return {role: getattr(self, role).describe() for role in ROLES}
+
+
+def load_roles(settings, *, backend: str = "auto", cache: CallCache | None = None, precision: str = "int8",
+               bundle: Bundle | None = None) -> Q2Roles:
+    """Build the three role objects for ``settings`` (threads, bundle, LLM name)."""
+    from .answer import LlmQuestionAnswerer, OnnxQuestionAnswerer
+    from .compare import LlmEntailmentJudge, OnnxEntailmentJudge
+    from .generate import LlmQuestionGenerator, OnnxQuestionGenerator
+
+    if backend not in BACKENDS:
+        raise FscoreError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
+    if precision not in PRECISIONS:
+        raise FscoreError(f"unknown precision '{precision}' (choose from {', '.join(PRECISIONS)})")
+    bundle = bundle or Bundle(settings.models_dir)
+    cache = cache if cache is not None else CallCache(None)
+    llm_holder: list = []
+
+    def llm():
+        if not llm_holder:
+            from ..backends.llm import load_llm
+
+            llm_holder.append(load_llm(settings, bundle, cache=cache))
+        return llm_holder[0]
+
+    def onnx_entry(role: str):
+        if backend == "llm":
+            return None
+        entry = bundle.first_for_role(role)
+        if entry is None and backend == "onnx":
+            raise ModelNotInstalled(
+                f"no ONNX {role} model in {bundle.manifest_path}; export one "
+                f"(`fscore-lite models export {role}`) or run with --backend auto/llm"
+            )
+        return entry
+
+    kw = dict(threads=settings.threads, cache=cache, precision=precision)
+    entry = onnx_entry("qg")
+    if entry is not None:
+        from ..backends.onnx_seq2seq import Seq2SeqGenerator
+
+        qg = OnnxQuestionGenerator(Seq2SeqGenerator.from_bundle(bundle, entry, **kw))
+    else:
+        qg = LlmQuestionGenerator(llm())
+    entry = onnx_entry("qa")
+    if entry is not None:
+        from ..backends.onnx_qa import ExtractiveQA
+
+        qa = OnnxQuestionAnswerer(ExtractiveQA.from_bundle(bundle, entry, **kw))
+    else:
+        qa = LlmQuestionAnswerer(llm())
+    entry = onnx_entry("nli")
+    if entry is not None:
+        from ..backends.onnx_nli import NliCrossEncoder
+
+        nli = OnnxEntailmentJudge(NliCrossEncoder.from_bundle(bundle, entry, **kw))
+    else:
+        nli = LlmEntailmentJudge(llm())
+    return Q2Roles(qg, qa, nli)
+
+
+def available_backends(settings, bundle: Bundle | None = None) -> list[str]:
+    """Backends that can serve all three roles with what is installed: "onnx", "llm"."""
+    bundle = bundle or Bundle(settings.models_dir)
+    out = []
+    if all(bundle.first_for_role(r) is not None for r in ROLES):
+        out.append("onnx")
+    if settings.llm in bundle.entries or str(settings.llm).endswith(".gguf"):
+        out.append("llm")
+    return out
