@@ -49,7 +49,13 @@ bench: install-test models-test models-demo
 
 dist: install-test
 	$(PIP) install -q "pyinstaller>=6"
-	$(BIN)/pyinstaller --noconfirm --clean fscore-lite.spec
+	$(BIN)/pyinstaller --noconfirm --clean --log-level WARN fscore-lite.spec
+	@ls -l dist/fscore-lite
+
+# Build the single-file binary, then run it in a clean environment (tests/test_dist.py).
+.PHONY: dist-test
+dist-test: dist models-test
+	FSCORE_LITE_THREADS=1 $(BIN)/python -m pytest -q -m dist tests/test_dist.py
 
 clean:
 	rm -rf build dist out .pytest_cache

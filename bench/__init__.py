@@ -1,0 +1,11 @@
+"""Side-by-side benchmarks of fscore-lite (``make bench`` → ``python -m bench --data ../shared/data``).
+
+Each section is a module with ``run(args) -> (markdown, data)``; :mod:`bench.__main__` runs
+the chosen sections and rewrites only their parts of ``docs/BENCHMARKS.md``. ``args`` has:
+``data`` (Path of the shared data folder), ``threads`` (list of thread counts, e.g. [1, 2]),
+``quick`` (bool: smoke-size run), ``passages`` (int: size of the synthetic store),
+``llm_models`` (list of bundle names for ``llm_runtime``) and ``prompts`` (int).
+
+Sections: ``factscore`` (bench/factscore.py, when present), ``q2_runtime``, ``llm_runtime``,
+``int8_fp32`` and ``store``. Raw results also go to ``out/bench/<section>.json``.
+"""
