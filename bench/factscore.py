@@ -111,7 +111,7 @@ def run(args) -> tuple[str, dict]:
     from fscore_lite.settings import Settings
 
     store = ensure_bench_store(data, Settings().home)
-    n_sent, n_facts, n_shared = (1, 2, 3) if quick else (3, 4, 12)
+    n_sent, n_facts, n_shared = (1, 2, 3) if quick else (2, 3, 8)
     rows = []
     for model in MODELS[:1] if quick else MODELS:
         threads = _threads(args)
@@ -146,7 +146,7 @@ def run(args) -> tuple[str, dict]:
     if not quick and not getattr(args, "no_er", False):
         from fscore_lite.metaeval.factscore_er import format_report, run_er
 
-        limit = int(getattr(args, "er_limit", 0) or 4)
+        limit = int(getattr(args, "er_limit", 0) or 3)
         er = run_er(data, Settings(threads=max(_threads(args)), llm=MODELS[1]), mode="shared-context", limit=limit,
                     out=Path("out/bench-er"), per_fact=False, baseline=True, progress=False)
         md += ["", f"Estimated vs human FActScore on annotated bios whose topic has wiki text "
@@ -167,7 +167,7 @@ def main() -> None:
     ap.add_argument("--n-shared", type=int, default=12)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-er", action="store_true")
-    ap.add_argument("--er-limit", type=int, default=4)
+    ap.add_argument("--er-limit", type=int, default=3)
     a = ap.parse_args()
     if a.worker:
         print(json.dumps(worker(a.llm, int(a.threads), Path(a.store), Path(a.data), a.n_sent, a.n_facts, a.n_shared)))
