@@ -178,8 +178,8 @@ def format_report(report: dict) -> str:
         lines.append(f"{r['subject']:<14}{r['n_bios']:>5}{r['human']:>8.1f}{r['estimated']:>8.1f}{r['error_rate']:>7.1f}"
                      f"{f1:>8}{r['n_facts']:>7}{r['n_human_facts']:>8}{ber:>10}{bf1:>10}")
     lines.append(f"ranking InstructGPT < ChatGPT < PerplexityAI preserved: {report['ranking_preserved']}")
-    vs = report["verification_s"]
+    calls = report.get("llm_calls") or {}
     if report["facts_verified"]:
-        lines.append(f"verified {report['facts_verified']} facts in {vs:.1f} s "
-                     f"({report['facts_verified'] / vs if vs else 0:.2f} facts/s, cache misses only)")
+        lines.append(f"verified {report['facts_verified']} facts in {report['verification_s']:.1f} s; "
+                     f"{calls.get('cached_calls', 0)} of {calls.get('calls', 0)} LLM calls served from the cache")
     return "\n".join(lines)
