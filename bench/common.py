@@ -181,28 +181,35 @@ def current_rss_mib() -> float:
     return float("nan")
 
 
+_REAPER = """\
+import os, sys
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[1], sys.argv[1:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write("\\n__peak_rss_kib__ %d\\n" % usage.ru_maxrss)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_with_peak_rss(cmd: list[str], env: dict | None = None, cwd=None) -> dict:
     """Run a command; return exit status, wall seconds, output and ``peak_rss_mib``: the peak
-    resident set of exactly this command and its waited-for descendants (``wait4``'s rusage)."""
+    resident set of the command and its waited-for descendants.
+
+    A small reaper process forks and execs the command and reads ``wait4``'s rusage. Forking
+    the command straight from this (large) process would not do: Linux carries the parent's
+    resident size at fork into the child's ``ru_maxrss``.
+    """
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    import threading
-
-    chunks: dict[str, bytes] = {}
-
-    def drain(name, stream):
-        chunks[name] = stream.read()
-
-    readers = [threading.Thread(target=drain, args=(n, s)) for n, s in (("out", proc.stdout), ("err", proc.stderr))]
-    for r in readers:
-        r.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    for r in readers:
-        r.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return {"returncode": proc.returncode, "seconds": time.perf_counter() - t,
-            "peak_rss_mib": usage.ru_maxrss / 1024, "stdout": chunks.get("out", b"").decode("utf-8", "replace"),
-            "stderr": chunks.get("err", b"").decode("utf-8", "replace")}
+    proc = subprocess.run([sys.executable, "-c", _REAPER, *cmd], env=env, cwd=cwd, capture_output=True, text=True)
+    seconds = time.perf_counter() - t
+    err, _, tail = proc.stderr.rpartition("\n__peak_rss_kib__ ")
+    peak = int(tail.split()[0]) / 1024 if tail.strip() else float("nan")
+    return {"returncode": proc.returncode, "seconds": seconds, "peak_rss_mib": peak, "stdout": proc.stdout,
+            "stderr": err if tail.strip() else proc.stderr}
 
 
 # --- output ------------------------------------------------------------------------------

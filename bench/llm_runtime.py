@@ -15,6 +15,7 @@ Decision = logsumexp of the first-token log-probabilities of "True"/" True" vs
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -23,6 +24,8 @@ from .common import NoCache, fmt_s, free_memory, labeled_facts, log, md_table, p
 WORDS = ["True", " True", "False", " False"]
 ALIASES = {"0.5b": "qwen2.5-coder-0.5b-instruct-q4_k_m", "1.5b": "qwen2.5-coder-1.5b-instruct-q4_k_m"}
 K = 2
+DECODE_TOKENS = 16  # greedy steps after the prompt, for the decode-speed columns
+DECODE_PROMPTS = 2
 
 
 def _lse(xs) -> float:
@@ -78,6 +81,29 @@ def _torch_logprobs(model, ids: list[int], word_ids: dict[str, int]) -> dict:
     return {w: float(lp[i]) for w, i in word_ids.items()}
 
 
+def _llama_decode(runner, ids: list[int], n: int) -> float:
+    """Seconds for ``n`` greedy decoding steps after the prompt (one token evaluated per step)."""
+    toks = list(ids)
+    logits = runner._eval_to(toks)
+    t = time.perf_counter()
+    for _ in range(n):
+        toks.append(int(np.argmax(logits)))
+        logits = runner._eval_to(toks, reuse=True)  # keeps the cached prefix: evaluates the new token
+    return time.perf_counter() - t
+
+
+def _torch_decode(model, ids: list[int], n: int) -> float:
+    import torch
+
+    with torch.inference_mode():
+        out = model(input_ids=torch.tensor([ids]), use_cache=True, logits_to_keep=1)
+        t = time.perf_counter()
+        for _ in range(n):
+            nxt = out.logits[0, -1].argmax().view(1, 1)
+            out = model(input_ids=nxt, past_key_values=out.past_key_values, use_cache=True)
+    return time.perf_counter() - t
+
+
 def bench_model(name: str, prompts: list[dict], threads: list[int]) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
@@ -94,6 +120,8 @@ def bench_model(name: str, prompts: list[dict], threads: list[int]) -> dict:
                               dtype=torch.float32)
     model.eval()
     res["load_s"] = {"transformers_fp32": load_s}
+    res["weights_gb"] = {"llama_cpp": path.stat().st_size / 1e9,
+                         "transformers_fp32": sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9}
     for t in threads:
         log(f"llm_runtime: {name}, {t} thread(s), {len(prompts)} prompts")
         with pinned(t):
@@ -107,6 +135,9 @@ def bench_model(name: str, prompts: list[dict], threads: list[int]) -> dict:
                 a, s1 = timed(runner.next_token_logprobs, p["prompt"], WORDS)
                 b, s2 = timed(_torch_logprobs, model, x, word_ids)
                 rows.append({"llama_s": s1, "torch_s": s2, "llama_margin": margin(a), "torch_margin": margin(b)})
+            n_dec = min(DECODE_PROMPTS, len(ids))
+            dec_l = sum(_llama_decode(runner, x, DECODE_TOKENS) for x in ids[:n_dec])
+            dec_t = sum(_torch_decode(model, x, DECODE_TOKENS) for x in ids[:n_dec])
             del runner
         tokens = sum(res["prompt_tokens"])
         ls, ts = sum(r["llama_s"] for r in rows), sum(r["torch_s"] for r in rows)
@@ -114,6 +145,7 @@ def bench_model(name: str, prompts: list[dict], threads: list[int]) -> dict:
         res["threads"][t] = {
             "rows": rows, "llama_tok_s": tokens / ls, "torch_tok_s": tokens / ts, "speedup": ts / ls,
             "same_decisions": same, "n": len(rows),
+            "decode_llama_tok_s": n_dec * DECODE_TOKENS / dec_l, "decode_torch_tok_s": n_dec * DECODE_TOKENS / dec_t,
             "margin_abs_diff_mean": float(np.mean([abs(r["llama_margin"] - r["torch_margin"]) for r in rows])),
             "supported_llama": sum(r["llama_margin"] > 0 for r in rows),
             "supported_torch": sum(r["torch_margin"] > 0 for r in rows),
@@ -138,14 +170,20 @@ def _markdown(r: dict) -> str:
     for m in r["models"]:
         mean_tokens = sum(m["prompt_tokens"]) / len(m["prompt_tokens"])
         for t, x in m["threads"].items():
-            rows.append([m["model"], t, x["n"], f"{mean_tokens:.0f}", f"{x['llama_tok_s']:.0f}",
-                         f"{x['torch_tok_s']:.0f}", f"{x['speedup']:.1f}×",
+            rows.append([m["model"].replace("-instruct-q4_k_m", ""), t, x["n"], f"{mean_tokens:.0f}",
+                         f"{x['llama_tok_s']:.0f}", f"{x['torch_tok_s']:.0f}", f"**{x['speedup']:.2f}×**",
                          f"{x['same_decisions']}/{x['n']} ({100 * x['same_decisions'] / x['n']:.0f}%)",
-                         f"{x['margin_abs_diff_mean']:.2f}"])
-    table = md_table(["model (GGUF Q4_K_M)", "threads", "prompts", "tokens/prompt", "llama.cpp tok/s",
-                      "transformers fp32 tok/s", "speed-up", "same True/False decision", "mean |Δ margin|"], rows)
+                         f"{x['margin_abs_diff_mean']:.2f}", f"{x['decode_llama_tok_s']:.1f}",
+                         f"{x['decode_torch_tok_s']:.1f}",
+                         f"**{x['decode_llama_tok_s'] / x['decode_torch_tok_s']:.2f}×**"])
+    table = md_table(["model (GGUF Q4_K_M)", "threads", "prompts", "tokens/prompt", "prompt tok/s llama.cpp",
+                      "prompt tok/s transformers fp32", "llama.cpp ÷ transformers (prompt)",
+                      "same True/False decision", "mean |Δ margin|", "decode tok/s llama.cpp",
+                      "decode tok/s transformers", "llama.cpp ÷ transformers (decode)"], rows)
     loads = "; ".join(f"{m['model']}: transformers {fmt_s(m['load_s']['transformers_fp32'])} (dequantize + build), "
                       f"llama.cpp {fmt_s(m['load_s'].get('llama_cpp', float('nan')))}" for m in r["models"])
+    weights = "; ".join(f"{m['model']}: {m['weights_gb']['llama_cpp']:.2f} GB (GGUF, memory-mapped) vs "
+                        f"{m['weights_gb']['transformers_fp32']:.2f} GB fp32" for m in r["models"])
     topics = sorted({p["topic"] for p in r["prompts"]})
     return f"""Verification prompts: {len(r['prompts'])} facts (`model-atomic-facts` of {', '.join(topics)}), each with
 its k = {r['k']} best passages from a 2-page wiki-factscore-dev store. Tokens/s = prompt tokens evaluated per
@@ -154,7 +192,11 @@ log P(False) of the first token; a decision is "supported" when it is positive.
 
 {table}
 
+Decode = {DECODE_TOKENS} greedy steps after each of the first {DECODE_PROMPTS} prompts (one new token per forward pass
+with the KV cache: the atomic-fact generation workload). Ratios above 1 mean llama.cpp is faster.
+
 - Load time: {loads}.
+- Weights in memory: {weights}.
 - The difference in decisions is the Q4_K_M quantization (transformers runs the dequantized weights in fp32),
   not the runtime: both sides read the same GGUF file.
 """

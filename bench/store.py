@@ -278,6 +278,8 @@ topic + fact, {tr_n['passages_per_page_mean']:.0f} passages per page on average)
 `StoreWriter` (M and ef_construction lowered from the builder's 16 / 200 so that 1M passages build in
 minutes on 2 cores); queries are stored vectors plus noise (cosine ≈ 0.9 to their source), recall@5
 against exact search over all vectors. `search_vectors` includes fetching the 5 passages from SQLite.
+The store is built once and cached under `$FSCORE_LITE_HOME/bench/` (`--fresh` rebuilds it); the build
+time is that build's.
 
 {ht}
 
