@@ -10,6 +10,7 @@ import sys
 import typer
 
 from .commands import kb, metaeval, models, q2, score
+from .commands import report as report_cmd
 from .errors import FscoreError
 
 app = typer.Typer(
@@ -20,6 +21,7 @@ app = typer.Typer(
 )
 score.register(app)
 q2.register(app)
+report_cmd.register(app)
 app.add_typer(kb.app, name="kb", help="Build and inspect passage stores.")
 app.add_typer(models.app, name="models", help="Install, list, verify and export model bundles.")
 app.add_typer(metaeval.app, name="meta-eval", help="Reproduce the papers' evaluations on annotated data.")

@@ -25,6 +25,13 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def _score_ci95(scores: list[float]) -> list[float] | None:
+    """Seeded 95% bootstrap interval of the score over responses (fscore_lite.report.bootstrap)."""
+    from ..report.bootstrap import score_ci95
+
+    return score_ci95(scores)
+
+
 def aggregate(items: list[dict], gamma: float = GAMMA) -> dict:
     """FActScore's output fields over per-item results.
 
@@ -42,6 +49,7 @@ def aggregate(items: list[dict], gamma: float = GAMMA) -> dict:
         n_facts.append(len(it["decisions"]))
     return {
         "score": _mean(scores),
+        "score_ci95": _score_ci95(scores),
         "init_score": _mean(init_scores),
         "respond_ratio": (len(responding) / len(considered)) if considered else None,
         "num_facts_per_response": _mean(n_facts),

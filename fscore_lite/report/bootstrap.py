@@ -1,0 +1,76 @@
+"""Seeded bootstrap confidence intervals over responses (pure Python, deterministic).
+
+The resampling uses :class:`random.Random` seeded with a fixed integer, so the same values
+give the same interval on every machine and Python version (``Random.random`` is specified
+as Mersenne Twister; indices are drawn as ``int(random() * n)``, not with ``randrange``).
+"""
+from __future__ import annotations
+
+import math
+import random
+
+N_BOOT = 1000
+SEED = 0
+LEVEL = 0.95
+
+
+def _percentile(sorted_xs: list[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default) of an already sorted list."""
+    if len(sorted_xs) == 1:
+        return sorted_xs[0]
+    pos = q * (len(sorted_xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+def bootstrap_means(values: list[float], n_boot: int = N_BOOT, seed: int = SEED) -> list[float]:
+    """Means of ``n_boot`` resamples (with replacement, same size) of ``values``, sorted."""
+    n = len(values)
+    rng = random.Random(seed)
+    rnd = rng.random
+    means = []
+    for _ in range(n_boot):
+        total = 0.0
+        for _ in range(n):
+            total += values[int(rnd() * n)]
+        means.append(total / n)
+    means.sort()
+    return means
+
+
+def bootstrap_ci(values: list[float], n_boot: int = N_BOOT, seed: int = SEED,
+                 level: float = LEVEL) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean of ``values``; None for no values.
+
+    The interval always contains the sample mean (it is clamped to it, which only matters
+    for tiny or degenerate samples where the percentile interval can miss it by rounding).
+    """
+    values = [float(v) for v in values if v is not None]
+    if not values:
+        return None
+    mean = sum(values) / len(values)
+    means = bootstrap_means(values, n_boot, seed)
+    alpha = (1.0 - level) / 2.0
+    lo, hi = _percentile(means, alpha), _percentile(means, 1.0 - alpha)
+    return min(lo, mean), max(hi, mean)
+
+
+def score_ci95(scores: list[float], seed: int = SEED, n_boot: int = N_BOOT) -> list[float] | None:
+    """The summary's ``score_ci95``: [low, high] of the mean per-response score, rounded to 6 places."""
+    ci = bootstrap_ci(scores, n_boot=n_boot, seed=seed, level=0.95)
+    return None if ci is None else [round(ci[0], 6), round(ci[1], 6)]
+
+
+def paired_difference(a: dict, b: dict, n_boot: int = N_BOOT, seed: int = SEED,
+                      level: float = LEVEL) -> dict | None:
+    """Mean of ``a[k] - b[k]`` over the keys both have (e.g. topics), with a bootstrap interval
+    over those keys (pairs resampled together). None when no key is shared."""
+    keys = sorted(k for k in a if k in b and a[k] is not None and b[k] is not None)
+    if not keys:
+        return None
+    diffs = [float(a[k]) - float(b[k]) for k in keys]
+    mean = sum(diffs) / len(diffs)
+    ci = bootstrap_ci(diffs, n_boot=n_boot, seed=seed, level=level)
+    return {"n": len(keys), "mean": mean, "ci": list(ci), "level": level,
+            "excludes_zero": ci[0] > 0 or ci[1] < 0}

@@ -1,0 +1,447 @@
+"""`fscore-lite report`: HTML from score/q2 outputs, checked in the DOM and in headless Chromium.
+
+Runs are real-format outputs: records built exactly as ``FactScorer.score_item`` writes them
+(statuses, sentences with facts, decisions with margin and evidence), from the human-annotated
+bios of ``factscore-labeled`` (their human facts and labels as the decisions) and from a small
+hand-made run with a passage store; Q² records as ``Q2Scorer.score_item`` writes them.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fscore_lite.factscore.score import aggregate, response_score
+from fscore_lite.report import bootstrap_ci, paired_difference, score_ci95, write_report
+from fscore_lite.report.figures import position_bin
+
+REPO = Path(__file__).resolve().parent.parent
+N_BIOS = 24  # per subject, the same topics for both subjects (paired)
+
+
+# ---- run builders ------------------------------------------------------------------------------
+def _decision(atom, supported, margin, evidence, **extra):
+    return {"atom": atom, "is_supported": supported, "margin": margin, "rule": None, "evidence": evidence, **extra}
+
+
+def scored_record(data: dict, sentences: list[dict] | None, decisions: list[dict], gamma=10) -> dict:
+    """A record as score_item writes it for an "ok" item."""
+    rec = dict(data)
+    score, init = response_score([d["is_supported"] for d in decisions], gamma)
+    rec.update(status="ok", score=round(score, 6), init_score=round(init, 6), num_facts=len(decisions),
+               decisions=decisions)
+    if sentences is not None:
+        rec["sentences"] = sentences
+    return rec
+
+
+def bios_run(data_dir: Path, subject: str, n: int = N_BIOS) -> list[dict]:
+    """The first ``n`` bios of a subject: sentences and human facts (IR dropped) as the run's output."""
+    out = []
+    with open(data_dir / "factscore-labeled" / f"{subject}.jsonl", encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            base = {"topic": d["topic"], "output": d["output"], "cat": d["cat"]}
+            if d["annotations"] is None:
+                out.append(base | {"status": "abstained", "score": None, "init_score": None, "decisions": None})
+            else:
+                sents, decs = [], []
+                for a in d["annotations"]:
+                    facts = [h for h in a.get("human-atomic-facts") or [] if h["label"] != "IR"]
+                    sents.append({"text": a["text"], "facts": [h["text"] for h in facts]})
+                    for k, h in enumerate(facts):
+                        decs.append(_decision(h["text"], h["label"] == "S", round(2.0 if h["label"] == "S" else -1.5, 4),
+                                              [{"id": 1000 + k, "title": d["topic"], "score": round(0.9 - 0.1 * k, 5)}]))
+                if decs:
+                    out.append(scored_record(base, sents, decs))
+                else:
+                    out.append(base | {"status": "no_facts", "score": None, "init_score": None, "decisions": None,
+                                       "sentences": sents})
+            if len(out) == n:
+                break
+    return out
+
+
+STORE_PAGES = {
+    "Ada Lovelace": ["<s>Ada Lovelace was an English mathematician and writer.</s>",
+                     "<s>She is known for her work on the Analytical Engine of Charles Babbage.</s>"],
+    "Alan Turing": ["<s>Alan Turing was an English mathematician and computer scientist.</s>",
+                    "<s>He was born in Maida Vale, London, in 1912.</s>"],
+}
+
+
+def write_store(path: Path) -> dict:
+    from index_builder.writer import StoreWriter
+
+    w = StoreWriter(path, 4)
+    rng = np.random.default_rng(0)
+    for title, psgs in STORE_PAGES.items():
+        v = rng.normal(size=(len(psgs), 4)).astype(np.float32)
+        w.add_page(title, psgs, v / np.linalg.norm(v, axis=1, keepdims=True), ())
+    w.finish({"embed_model": "test-embed", "embed_sha256": "e" * 64, "dim": 4, "passage_count": w.passage_count,
+              "source": "unit test"})
+    from fscore_lite.store import open_store
+
+    with open_store(path) as s:
+        return {"sha256": s.sha256, "ids": {t: [p.id for p in s.page_passages(t)] for t in STORE_PAGES}}
+
+
+def small_run(store: dict) -> list[dict]:
+    """Every status score_item can write, generated facts with sentences, precomputed facts,
+    the trained verifier's ``probability`` and per-passage ``passage_scores``."""
+    ada, alan = store["ids"]["Ada Lovelace"], store["ids"]["Alan Turing"]
+    ev_ada = [{"id": ada[1], "title": "Ada Lovelace", "score": 0.71234}, {"id": ada[0], "title": "Ada Lovelace", "score": 0.5}]
+    ev_alan = [{"id": alan[1], "title": "Alan Turing", "score": 0.8}, {"id": alan[0], "title": "Alan Turing", "score": 0.4}]
+    ada_out = ("Ada Lovelace was an English mathematician. She worked on the Analytical Engine. "
+               "She was born in Paris.")
+    recs = [
+        scored_record({"topic": "Ada Lovelace", "output": ada_out, "cat": ["rare", "Europe/Middle East"]},
+                      [{"text": "Ada Lovelace was an English mathematician.",
+                        "facts": ["Ada Lovelace was English.", "Ada Lovelace was a mathematician."]},
+                       {"text": "She worked on the Analytical Engine.",
+                        "facts": ["Ada Lovelace worked on the Analytical Engine."]},
+                       {"text": "She was born in Paris.", "facts": ["Ada Lovelace was born in Paris."]}],
+                      [_decision("Ada Lovelace was English.", True, 3.1, ev_ada),
+                       _decision("Ada Lovelace was a mathematician.", True, 2.5, ev_ada),
+                       _decision("Ada Lovelace worked on the Analytical Engine.", True, 1.25, ev_ada,
+                                 probability=0.91, passage_scores=[0.95, 0.2]),
+                       _decision("Ada Lovelace was born in Paris.", False, -2.0, ev_ada,
+                                 probability=0.12, passage_scores=[0.1, 0.05])]),
+        scored_record({"topic": "Alan Turing", "facts": ["Alan Turing was born in 1912.", "Alan Turing was French."],
+                       "cat": ["very freq", "Europe/Middle East"]}, None,
+                      [_decision("Alan Turing was born in 1912.", True, 1.0, ev_alan),
+                       _decision("Alan Turing was French.", False, -1.0, ev_alan)]),
+        {"topic": "Nobody Known", "output": "I'm sorry, I cannot find information.", "status": "abstained",
+         "score": None, "init_score": None, "decisions": None},
+        {"topic": "Zyx Qwerty", "output": "Zyx Qwerty is a painter.", "status": "topic_not_found", "score": None,
+         "init_score": None, "decisions": None,
+         "error": "topic 'Zyx Qwerty' is not a page of the store (use --search-all to search the whole store)"},
+        {"topic": "Ada Lovelace", "output": "", "status": "empty_output", "error": "in.jsonl:5: field 'output' is empty",
+         "score": None, "init_score": None, "decisions": None},
+    ]
+    return recs
+
+
+def write_run(path: Path, records: list[dict], summary: dict | None = None) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    if summary is not None:
+        summary = aggregate(records) | summary
+        path.with_name(path.name[: -len(".jsonl")] + ".summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    return path
+
+
+def _summary(store_path=None, store_sha="s" * 64, verifier=None):
+    settings = {"mode": "parity", "prompt_style": "completion (reference)"}
+    if verifier:
+        settings["verifier"] = verifier
+    return {"models": {"llm": {"name": "qwen2.5-coder-1.5b-instruct-q4_k_m", "sha256": "a1" * 32},
+                       "embed": {"name": "all-minilm-l6-v2-int8", "sha256": "b2" * 32}},
+            "store": {"path": str(store_path) if store_path else "/nonexistent", "sha256": store_sha},
+            "settings": settings}
+
+
+def q2_record(response, knowledge, questions, status="ok", **extra):
+    rec = {"response": response, "knowledge": knowledge, **extra, "status": status}
+    if status != "ok":
+        return rec | {"Q2": None, "Q2_no_nli": None}
+    valid = [{"candidate": c, "question": q, "response_answer": c, "knowledge_answer": ka,
+              "knowledge_no_answer": ka is None, "f1": f1, "nli_label": nli, "score": s}
+             for c, q, ka, f1, nli, s in questions]
+    out = {"Q2": None, "Q2_no_nli": None, "no_valid_question": not valid, "fallback": None,
+           "candidates": [{"candidate": v["candidate"], "generated": [v["question"]], "checked": []} for v in valid],
+           "questions": valid}
+    if valid:
+        out["Q2"] = sum(v["score"] for v in valid) / len(valid)
+        out["Q2_no_nli"] = sum(v["f1"] for v in valid) / len(valid)
+    else:
+        out["fallback"] = {"label": "contradiction", "score": 0.0}
+        out["Q2"] = out["Q2_no_nli"] = 0.0
+    return rec | out
+
+
+def q2_runs(tmp: Path) -> list[Path]:
+    cons = [q2_record("gardening is considered relaxing .", "Gardening is considered by many to be relaxing.",
+                      [("gardening", "What is considered relaxing?", "Gardening", 1.0, None, 1.0)], topic="Gardening"),
+            q2_record("it aired in the us and canada", "It aired on PBS in the United States and Canada.",
+                      [("canada", "Where did it air?", "the United States and Canada", 0.4, "entailment", 1.0)],
+                      topic="Bob Ross"),
+            q2_record("i love indian food", "Indian cuisine is varied.", [], topic="Indian cuisine")]
+    inc = [q2_record("they are very well behaved .", "Useful tree species were identified.",
+                     [("well behaved", "What are they?", None, 0.0, "contradiction", 0.0)], topic="Gardening"),
+           q2_record("it was made in 1990", "It aired from 1983 to 1994.",
+                     [("1990", "When was it made?", "1983", 0.0, "neutral", 0.0)], topic="Bob Ross"),
+           q2_record("", "x", [], status="empty_response", topic="Empty")]
+    return [write_run(tmp / "dodeca_consistent.q2.jsonl", cons), write_run(tmp / "dodeca_inconsistent.q2.jsonl", inc)]
+
+
+# ---- DOM -------------------------------------------------------------------------------------------
+class Dom(HTMLParser):
+    """Elements with their attributes and classes, and the embedded JSON."""
+
+    def __init__(self, html: str):
+        super().__init__(convert_charrefs=True)
+        self.elements: list[tuple[str, dict]] = []
+        self.scripts: list[tuple[dict, str]] = []
+        self._script = None
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.elements.append((tag, a))
+        if tag == "script":
+            self._script = (a, [])
+
+    def handle_endtag(self, tag):
+        if tag == "script" and self._script is not None:
+            self.scripts.append((self._script[0], "".join(self._script[1])))
+            self._script = None
+
+    def handle_data(self, data):
+        if self._script is not None:
+            self._script[1].append(data)
+
+    def find(self, tag=None, cls=None, **attrs):
+        out = []
+        for t, a in self.elements:
+            if tag and t != tag:
+                continue
+            if cls and cls not in (a.get("class") or "").split():
+                continue
+            if all(a.get(k.replace("_", "-")) == str(v) for k, v in attrs.items()):
+                out.append(a)
+        return out
+
+    def data(self) -> dict:
+        return json.loads(next(s for a, s in self.scripts if a.get("id") == "report-data"))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, data_dir):
+    tmp = tmp_path_factory.mktemp("report")
+    store = write_store(tmp / "store")
+    paths = {
+        "small": write_run(tmp / "small.jsonl", small_run(store), _summary(tmp / "store", store["sha256"],
+                                                                         verifier="trained combiner v1")),
+        "ChatGPT": write_run(tmp / "ChatGPT.jsonl", bios_run(data_dir, "ChatGPT"), _summary()),
+        "InstructGPT": write_run(tmp / "InstructGPT.jsonl", bios_run(data_dir, "InstructGPT")),
+    }
+    return tmp, paths, store
+
+
+def _records(path):
+    return [json.loads(l) for l in Path(path).read_text(encoding="utf-8").splitlines()]
+
+
+def test_dom_counts_match_the_runs(runs):
+    tmp, paths, _ = runs
+    order = ["small", "ChatGPT", "InstructGPT"]
+    out = write_report([paths[k] for k in order], tmp / "r.html")
+    html = out.read_text(encoding="utf-8")
+    dom = Dom(html)
+    data = dom.data()
+    assert [r["name"] for r in data["factscore"]] == order
+    for i, key in enumerate(order):
+        recs = _records(paths[key])
+        rows = dom.find("div", "resp", data_kind="factscore", data_run=i)
+        assert len(rows) == len(recs)
+        assert [r["data-status"] for r in rows] == [r["status"] for r in recs]
+        n_facts = sum(len(r.get("decisions") or []) for r in recs)
+        n_unsup = sum(1 for r in recs for d in r.get("decisions") or [] if not d["is_supported"])
+        n_sents = sum(1 for r in recs if r.get("decisions") for s in r.get("sentences") or [] if s["facts"])
+        assert n_facts > 0
+        assert sum(int(r["data-nf"]) for r in rows) == n_facts
+        assert sum(int(r["data-ns"]) for r in rows if r["data-ns"] != "-") == n_unsup
+        assert sum(int(r["data-nsent"]) for r in rows) == n_sents
+        # the embedded data the script renders: the same facts, decisions and sentence groups
+        resp = data["factscore"][i]["responses"]
+        assert sum(len(x["facts"]) for x in resp) == n_facts
+        assert [f["ok"] for x in resp for f in x["facts"]] == [d["is_supported"] for r in recs
+                                                                for d in r.get("decisions") or []]
+        for x, r in zip(resp, recs):
+            if r.get("sentences") and r.get("decisions"):
+                assert [len(s["f"]) for s in x["sents"]] == [len(s["facts"]) for s in r["sentences"]]
+                assert [x["facts"][j]["a"] for s in x["sents"] for j in s["f"]] == [d["atom"] for d in r["decisions"]]
+    # self-contained: no external resource of any kind
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html)
+    assert "@import" not in html and "url(" not in html
+    assert all(not a.get("src") for t, a in dom.elements if t in ("script", "img", "link", "iframe"))
+
+
+def test_statuses_probability_and_passages(runs):
+    tmp, paths, store = runs
+    out = write_report([paths["small"]], tmp / "small.html")
+    dom = Dom(out.read_text(encoding="utf-8"))
+    data = dom.data()
+    statuses = [r["data-status"] for r in dom.find("div", "resp")]
+    assert statuses == ["ok", "ok", "abstained", "topic_not_found", "empty_output"]
+    summary_row = dom.find("tr", "run")[0]
+    assert summary_row["data-rank"] == "1"
+    html = out.read_text(encoding="utf-8")
+    assert "trained combiner v1" in html and "parity" in html
+    assert "a1a1a1a1a1a1" in html  # LLM sha256, shortened
+    assert store["sha256"][:12] in html
+    resp = data["factscore"][0]["responses"]
+    assert resp[0]["facts"][2]["p"] == 0.91 and resp[0]["facts"][2]["ev"][0]["ps"] == 0.95
+    assert resp[0]["facts"][0]["m"] == 3.1
+    assert resp[1]["sents"] is None and len(resp[1]["facts"]) == 2  # precomputed facts: listed, no sentences
+    assert "not a page of the store" in resp[3]["err"]
+    # evidence texts from the run's store, keyed by store hash and passage id
+    k = resp[0]["facts"][0]["ev"][0]["k"]
+    assert k == f"{store['sha256'][:12]}:{store['ids']['Ada Lovelace'][1]}"
+    assert "Analytical Engine" in data["passages"][k]["text"]
+
+
+def test_intervals_contain_the_estimate(runs):
+    tmp, paths, _ = runs
+    out = write_report([paths["ChatGPT"], paths["InstructGPT"]], tmp / "pair.html", n_boot=500)
+    dom = Dom(out.read_text(encoding="utf-8"))
+    rows = dom.find("tr", "run")
+    assert len(rows) == 2
+    scores = [float(a["data-value"]) for a in dom.find("td", "score")]
+    cis = [(float(a["data-lo"]), float(a["data-hi"])) for a in dom.find("td", "ci")]
+    assert scores == sorted(scores, reverse=True)  # ranked
+    for s, (lo, hi) in zip(scores, cis):
+        assert lo <= s <= hi and hi - lo > 0.01
+    expected = sorted(aggregate(_records(paths[k]))["score"] for k in ("ChatGPT", "InstructGPT"))[::-1]
+    assert scores == pytest.approx(expected)
+    pair = dom.find("tr", "pair")
+    assert len(pair) == 1
+    p = pair[0]
+    mean, lo, hi = float(p["data-mean"]), float(p["data-lo"]), float(p["data-hi"])
+    assert lo <= mean <= hi
+    # the paired difference is over the topics both runs scored
+    a = {r["topic"]: r["score"] for r in _records(paths["ChatGPT"]) if r["status"] == "ok"}
+    b = {r["topic"]: r["score"] for r in _records(paths["InstructGPT"]) if r["status"] == "ok"}
+    shared = [t for t in a if t in b]
+    assert int(p["data-n"]) == len(shared)
+    diffs = [a[t] - b[t] for t in shared]
+    sign = 1 if scores[0] == pytest.approx(aggregate(_records(paths["ChatGPT"]))["score"]) else -1
+    assert mean == pytest.approx(sign * sum(diffs) / len(diffs))
+
+
+def test_figure2_bins_cover_every_fact_once(runs):
+    tmp, paths, _ = runs
+    out = write_report([paths["ChatGPT"], paths["InstructGPT"]], tmp / "fig.html", position_bins=5)
+    dom = Dom(out.read_text(encoding="utf-8"))
+    for i, kind in enumerate(("ChatGPT", "InstructGPT")):
+        recs = [r for r in _records(paths[kind]) if r["status"] == "ok"]
+        n_facts = sum(len(r["decisions"]) for r in recs)
+        n_sup = sum(1 for r in recs for d in r["decisions"] if d["is_supported"])
+        # the series index follows the ranking-independent run order
+        pos = [a for t, a in dom.elements if t == "g" and "pt" in a.get("class", "") and a.get("data-run") == str(i)
+               and a.get("data-label", "").endswith("%")]
+        cat = [a for t, a in dom.elements if t == "g" and "pt" in a.get("class", "") and a.get("data-run") == str(i)
+               and not a.get("data-label", "").endswith("%")]
+        assert len(pos) == 5
+        assert sum(int(a["data-n-facts"]) for a in pos) == n_facts
+        assert sum(int(a["data-n-supported"]) for a in pos) == n_sup
+        assert sum(int(a["data-n-facts"]) for a in cat) == n_facts
+        assert sum(int(a["data-n-responses"]) for a in cat) == len(recs)
+        cats = {r["cat"][0] for r in recs}
+        assert {a["data-label"] for a in cat} >= cats
+    labels = [a["data-label"] for t, a in dom.elements if t == "g" and a.get("data-run") == "0"
+              and not a.get("data-label", "").endswith("%")]
+    assert labels == [c for c in ("very rare", "rare", "medium", "freq", "very freq") if c in labels]
+
+
+def test_position_bins_partition():
+    for n in range(1, 40):
+        for bins in (1, 3, 5, 10):
+            got = [position_bin(i, n, bins) for i in range(n)]
+            assert got == sorted(got) and all(0 <= b < bins for b in got)
+            if n >= bins:
+                assert got[0] == 0 and got[-1] == bins - 1
+            if n % bins == 0:  # quantile bins: equal shares of each response's facts
+                assert all(got.count(b) == n // bins for b in range(bins))
+
+
+def test_bootstrap_is_seeded_and_sane():
+    vals = [0.2, 0.93, 0.51, 0.77, 0.41, 1.0, 0.03, 0.66, 0.12, 0.58]
+    ci = bootstrap_ci(vals)
+    assert ci == bootstrap_ci(vals)  # deterministic
+    assert ci != bootstrap_ci(vals, seed=1)
+    mean = sum(vals) / len(vals)
+    assert ci[0] < mean < ci[1] and 0 <= ci[0] and ci[1] <= 1
+    # a large sample: the percentile interval is close to the normal one, mean ± 1.96 s/√n
+    big = [float(x) for x in np.random.default_rng(3).beta(2, 3, size=400)]
+    m, sd = float(np.mean(big)), float(np.std(big, ddof=1))
+    lo, hi = bootstrap_ci(big, n_boot=2000)
+    assert lo == pytest.approx(m - 1.96 * sd / math.sqrt(400), abs=0.004)
+    assert hi == pytest.approx(m + 1.96 * sd / math.sqrt(400), abs=0.004)
+    assert bootstrap_ci([]) is None and bootstrap_ci([0.5]) == (0.5, 0.5)
+    d = paired_difference({"a": 1.0, "b": 0.5, "c": 0.8}, {"a": 0.5, "b": 0.5, "d": 0.1})
+    assert d["n"] == 2 and d["mean"] == pytest.approx(0.25)
+    assert d["ci"][0] <= d["mean"] <= d["ci"][1]
+    assert paired_difference({"a": 1.0}, {"b": 1.0}) is None
+
+
+def test_score_summary_has_ci95():
+    items = [{"status": "ok", "decisions": [{"is_supported": i % k != 0} for i in range(12)]} for k in (2, 3, 4, 5, 7)]
+    items.append({"status": "abstained", "decisions": None})
+    out = aggregate(items)
+    lo, hi = out["score_ci95"]
+    assert lo <= out["score"] <= hi and lo < hi
+    assert out["score_ci95"] == aggregate(items)["score_ci95"]
+    assert out["score_ci95"] == score_ci95([response_score([d["is_supported"] for d in it["decisions"]])[0]
+                                             for it in items[:-1]])
+    assert aggregate([{"status": "abstained", "decisions": None}])["score_ci95"] is None
+
+
+def test_q2_view_with_gold_labels(tmp_path):
+    paths = q2_runs(tmp_path)
+    out = write_report(paths, tmp_path / "q2.html")
+    dom = Dom(out.read_text(encoding="utf-8"))
+    data = dom.data()
+    assert data["factscore"] == [] and len(data["q2"]) == 2
+    rows = dom.find("div", "resp", data_kind="q2")
+    assert len(rows) == 6
+    assert sum(int(r["data-nq"]) for r in rows) == 4
+    assert [r["data-status"] for r in rows].count("empty_response") == 1
+    gold = {(a["data-group"], a["data-score"]): a for a in dom.find("tr", "gold")}
+    g = gold[("dodeca", "q2")]
+    # scored: 3 consistent (1.0, 1.0, 0.0 fallback) and 2 inconsistent (0.0, 0.0): 4 of 5 right at 0.5
+    assert int(g["data-n"]) == 5 and float(g["data-accuracy"]) == pytest.approx(80.0)
+    assert float(g["data-auc"]) == pytest.approx(((2 * 2) + 0.5 * 2) / 6)
+    assert dom.find("svg", "chart", id="q2-roc") and dom.find("svg", "chart", id="q2-hist")
+    q = data["q2"][0]["responses"][1]["qs"][0]
+    assert q["nli"] == "entailment" and q["f1"] == 0.4 and q["ka"] == "the United States and Canada"
+    assert data["q2"][1]["responses"][0]["qs"][0]["kna"] is True
+
+
+def test_cli_writes_the_report(runs, tmp_path):
+    _, paths, _ = runs
+    from typer.testing import CliRunner
+
+    from fscore_lite.cli import app
+
+    out = tmp_path / "cli.html"
+    res = CliRunner().invoke(app, ["report", str(paths["small"]), str(paths["ChatGPT"]), "-o", str(out),
+                                   "--label", "small run", "--label", "chatgpt", "--bootstrap", "200"])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == str(out)
+    dom = Dom(out.read_text(encoding="utf-8"))
+    assert [r["name"] for r in dom.data()["factscore"]] == ["small run", "chatgpt"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"topic": "x"}\n', encoding="utf-8")
+    res = CliRunner().invoke(app, ["report", str(bad), "-o", str(tmp_path / "x.html")])
+    assert res.exit_code != 0
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_report_is_reproducible(runs, tmp_path):
+    _, paths, _ = runs
+    a = write_report([paths["ChatGPT"], paths["InstructGPT"]], tmp_path / "a.html").read_bytes()
+    b = write_report([paths["ChatGPT"], paths["InstructGPT"]], tmp_path / "b.html").read_bytes()
+    assert a == b
