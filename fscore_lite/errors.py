@@ -26,3 +26,7 @@ class ModelNotInstalled(FscoreError):
 
 class StoreError(FscoreError):
     """The passage store is missing, malformed, or does not match its manifest."""
+
+
+class OutputError(FscoreError):
+    """An output path that cannot be written, or that would overwrite an input."""

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .errors import FscoreError
+
 DEFAULT_LLM = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 TEST_LLM = "qwen2.5-coder-0.5b-instruct-q4_k_m"
 DEFAULT_EMBED = "all-minilm-l6-v2-int8"
@@ -26,9 +28,25 @@ def _home() -> Path:
 
 def _default_threads() -> int:
     env = os.environ.get("FSCORE_LITE_THREADS")
-    if env:
-        return max(1, int(env))
+    if env is not None and env.strip():
+        try:
+            value = int(env.strip())
+        except ValueError:
+            raise FscoreError(f"FSCORE_LITE_THREADS must be a whole number of threads (1 or more), not {env!r}") from None
+        if value < 1:
+            raise FscoreError(f"FSCORE_LITE_THREADS must be 1 or more, not {value}")
+        return value
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def check_threads(threads) -> int:
+    """A thread count of 1 or more (``--threads 0`` or -1 would let llama.cpp pick its own
+    number, so the summary could not say what ran)."""
+    if isinstance(threads, bool) or not isinstance(threads, int):
+        raise FscoreError(f"--threads must be a whole number, not {threads!r}")
+    if threads < 1:
+        raise FscoreError(f"--threads must be 1 or more, not {threads}")
+    return threads
 
 
 @dataclass(frozen=True)
@@ -43,6 +61,7 @@ class Settings:
     use_cache: bool = True
 
     def __post_init__(self):
+        check_threads(self.threads)  # the value passed to every runtime, recorded in summaries
         if self.models_dir is None:
             env = os.environ.get("FSCORE_LITE_MODELS")
             object.__setattr__(self, "models_dir", Path(env).expanduser() if env else self.home / "models")

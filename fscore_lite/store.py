@@ -13,11 +13,13 @@ blob, so reading a page and its vectors is two indexed queries. Index builders
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
 import sqlite3
 import threading
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +58,16 @@ REQUIRED_META = ("schema_version", "embed_model", "embed_sha256", "dim", "passag
 
 _MARKERS = re.compile(r"</?s>")
 _FTS_TERM = re.compile(r"\w+", re.UNICODE)
+
+
+def title_variants(title: str) -> list[str]:
+    """A topic as given, then in Unicode NFC form, then trimmed, then both (each once)."""
+    nfc = unicodedata.normalize("NFC", title)
+    out: list[str] = []
+    for t in (title, nfc, title.strip(), nfc.strip()):
+        if t and t not in out:
+            out.append(t)
+    return out
 
 
 def strip_markers(text: str) -> str:
@@ -208,15 +220,37 @@ class PassageStore:
 
     # -- pages ----------------------------------------------------------------------------
     def _page(self, title: str) -> tuple[int, str] | None:
-        """(page id, page title) for a title, or for an alias (e.g. a FActScore topic)."""
-        row = self._q("SELECT id, title FROM pages WHERE title = ?", (title,))
-        if not row:
-            row = self._q(
-                "SELECT pages.id, pages.title FROM aliases JOIN pages ON pages.id = aliases.page_id "
-                "WHERE aliases.alias = ?",
-                (title,),
-            )
-        return (row[0][0], row[0][1]) if row else None
+        """(page id, page title) for a title, or for an alias (e.g. a FActScore topic); failing an
+        exact match, for the title in Unicode NFC form and with surrounding whitespace trimmed."""
+        for variant in title_variants(title):
+            row = self._q("SELECT id, title FROM pages WHERE title = ?", (variant,))
+            if not row:
+                row = self._q(
+                    "SELECT pages.id, pages.title FROM aliases JOIN pages ON pages.id = aliases.page_id "
+                    "WHERE aliases.alias = ?",
+                    (variant,),
+                )
+            if row:
+                return (row[0][0], row[0][1])
+        return None
+
+    def close_titles(self, title: str, n: int = 3) -> list[str]:
+        """Up to ``n`` page titles or aliases that look like ``title`` (case ignored), best first:
+        the "did you mean" of a ``topic_not_found``. Stores of over 200,000 pages compare only
+        the titles that share the first two characters."""
+        key = unicodedata.normalize("NFC", title).strip()
+        if not key:
+            return []
+        if self._q("SELECT count(*) FROM pages")[0][0] <= 200_000:
+            names = [r[0] for r in self._q("SELECT title FROM pages UNION SELECT alias FROM aliases")]
+        else:
+            prefix = key[:2].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            names = [r[0] for r in self._q("SELECT title FROM pages WHERE title LIKE ? ESCAPE '\\' LIMIT 20000",
+                                           (prefix + "%",))]
+        by_lower: dict[str, str] = {}
+        for name in sorted(names):
+            by_lower.setdefault(name.lower(), name)
+        return [by_lower[m] for m in difflib.get_close_matches(key.lower(), list(by_lower), n=n, cutoff=0.6)]
 
     def titles(self) -> list[str]:
         return [r[0] for r in self._q("SELECT title FROM pages ORDER BY id")]

@@ -31,6 +31,7 @@ def q2(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Score grounded responses with Q²: questions from the response, answered on the knowledge."""
+    from ..io import summary_path_for
     from ..q2.pipeline import run_q2
     from ..q2.score import Q2Options
 
@@ -43,7 +44,7 @@ def q2(
     keys = ("Q2", "Q2_no_nli", "no_valid_question_share", "n_items", "n_scored", "status_counts")
     backends = {role: f"{d['backend']}:{d['name']}" for role, d in result["backends"].items()}
     typer.echo(json.dumps({k: result[k] for k in keys} | {"backends": backends, "output": str(output),
-                          "summary": str(summary or output.with_name(output.name + ".summary.json"))}, indent=2))
+                          "summary": str(summary or summary_path_for(output))}, indent=2))
 
 
 def meta_eval_q2(

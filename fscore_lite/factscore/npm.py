@@ -8,6 +8,12 @@ hidden state at the mask and h_j the passage token states, the probability is
 passages); the fact's NP is the average over masked tokens and it stays supported iff
 NP > 0.3. The reference model is ``facebook/npm-single``; no such weights exist offline, so
 this runs with whatever ``mlm`` model the bundle holds (off by default).
+
+Named deviation (``PASSAGE_TEXT``, recorded in the summary settings as ``npm_passages``): the
+reference encodes each passage with the store's ``<s>``/``</s>`` sentence markers still in the
+text, where RoBERTa's tokenizer reads them as its special tokens (their positions are then left
+out of the sums); here the markers are removed before encoding, because an arbitrary exported
+``mlm`` model has no such tokens. Passage selection (BM25 over marker-free text) is the same.
 """
 from __future__ import annotations
 
@@ -20,6 +26,8 @@ from ..cache import CallCache
 from ..errors import ModelNotInstalled
 
 BM25_K = 3
+PASSAGE_TEXT = ("<s>/</s> markers removed before encoding (deviation: the reference encodes them as "
+                "RoBERTa special tokens and skips their positions)")
 PREFIX = "Fact:"
 # English function words (stands in for the reference's RoBERTa stop-token id list)
 STOPWORDS = set("""a about above after again against all am an and any are as at be because been before being

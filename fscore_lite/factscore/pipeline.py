@@ -14,12 +14,14 @@ from pathlib import Path
 
 from ..cache import CallCache
 from ..errors import InputError
-from ..io import ResumableJsonlWriter, atomic_write_json, read_jsonl, require_text
+from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs, read_jsonl, require_text
+from ..io import summary_path_for as io_summary_path_for
 from ..progress import Progress
 from ..settings import Settings
 from .abstain import MODES as ABSTAIN_MODES
 from .abstain import is_abstained
 from .score import GAMMA, aggregate, response_score
+from .npm import PASSAGE_TEXT as NPM_PASSAGES
 from .sentences import SPLITTER
 from .verify import DEFAULT_CONTEXT_BUDGET, FALSE_WORDS, TRUE_WORDS
 
@@ -39,6 +41,7 @@ class ScoreOptions:
     chat_template: bool = False
     context_budget: int = DEFAULT_CONTEXT_BUDGET
     max_output_chars: int = MAX_OUTPUT_CHARS
+    demo_shortcut: bool = False  # deviation: answer a demo sentence with its demo facts, no LM call
     progress: bool = True
 
     def validate(self) -> None:
@@ -48,6 +51,8 @@ class ScoreOptions:
             raise FscoreError(f"--mode must be parity or shared-context, not {self.mode!r}")
         if self.abstain not in ABSTAIN_MODES:
             raise FscoreError(f"--abstain must be one of {', '.join(ABSTAIN_MODES)}, not {self.abstain!r}")
+        if self.max_output_chars < 1:
+            raise FscoreError(f"--max-output-chars must be 1 or more, not {self.max_output_chars}")
 
 
 @dataclass
@@ -101,7 +106,7 @@ class FactScorer:
             )
         self.embedder = embedder
         self.retriever = Retriever(self.store, embedder, options.k, options.search_all, self.cache)
-        self.generator = AtomicFactGenerator(self.llm)
+        self.generator = AtomicFactGenerator(self.llm, demo_shortcut=options.demo_shortcut)
         self.verifier = Verifier(self.llm, options.mode, options.context_budget)
         self.npm = None
         if options.npm:
@@ -133,6 +138,8 @@ class FactScorer:
                                          "page order" if o.mode == "shared-context" else None),
                 "parity_call_order": "facts sorted by their prompt's passage sequence to share KV prefixes",
                 "sentence_splitter": SPLITTER,
+                "atomic_facts": self.generator.describe(),
+                "npm_passages": NPM_PASSAGES if o.npm else None,
                 "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
             },
         }
@@ -148,7 +155,7 @@ class FactScorer:
             return rec
         if not self.retriever.has_topic(item.topic) and not o.search_all:
             rec.update(status="topic_not_found", score=None, init_score=None, decisions=None,
-                       error=f"topic {item.topic!r} is not a page of the store (use --search-all to search the whole store)")
+                       error=self.retriever.missing_topic_message(item.topic))
             return rec
         t0 = time.monotonic()
         if item.facts is not None:
@@ -225,19 +232,23 @@ def _run_key(path: Path, scorer: FactScorer) -> str:
     return h.hexdigest()
 
 
-def summary_path_for(output: Path) -> Path:
-    name = output.name[: -len(".jsonl")] if output.name.endswith(".jsonl") else output.name
-    return output.with_name(name + ".summary.json")
+summary_path_for = io_summary_path_for  # OUT.summary.json, the convention score and q2 share
 
 
 def score_file(input_path: str | Path, output_path: str | Path, settings: Settings | None = None,
                options: ScoreOptions | None = None, resume: bool = False, scorer: FactScorer | None = None,
                summary_path: str | Path | None = None) -> dict:
-    """Score a JSONL file; write ``output_path`` (one line per item) and the summary JSON."""
+    """Score a JSONL file; write ``output_path`` (one line per item) and the summary JSON.
+
+    The input is read and checked, and every output path checked (not an input file, not a
+    directory, writable), before any model is loaded."""
     settings = settings or Settings()
     options = options or ScoreOptions()
     input_path, output_path = Path(input_path), Path(output_path)
+    summary_path = Path(summary_path) if summary_path else summary_path_for(output_path)
     items = load_items(input_path, options.max_output_chars)
+    check_writable_outputs([output_path, summary_path, output_path.with_name(output_path.name + ".partial")],
+                           inputs=[input_path])
     t_start = time.monotonic()
     scorer = scorer or FactScorer(settings, options)
     t_loaded = time.monotonic()
@@ -269,8 +280,8 @@ def score_file(input_path: str | Path, output_path: str | Path, settings: Settin
                                 "tokens_reused": s.tokens_reused, "tokens_generated": s.tokens_generated}
         summary["input"] = str(input_path)
         summary["output"] = str(output_path)
+        atomic_write_json(summary_path, summary)  # first: if it fails, the partial file still resumes
         writer.finish()
-        atomic_write_json(summary_path or summary_path_for(output_path), summary)
     finally:
         writer.close()
     return summary

@@ -42,7 +42,14 @@ class Retriever:
         self.calls = 0
 
     def has_topic(self, topic: str) -> bool:
+        """Whether the store has the topic's page (exact, alias, NFC or trimmed; see the store)."""
         return self.store.has_page(topic)
+
+    def missing_topic_message(self, topic: str) -> str:
+        """The ``topic_not_found`` message, naming close titles of the store when there are any."""
+        msg = f"topic {topic!r} is not a page of the store (use --search-all to search the whole store)"
+        close = self.store.close_titles(topic) if hasattr(self.store, "close_titles") else []
+        return msg + (f"; close titles: {', '.join(repr(t) for t in close)}" if close else "")
 
     def _page(self, topic: str) -> tuple[list[Passage], np.ndarray]:
         if topic not in self._pages:

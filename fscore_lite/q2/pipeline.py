@@ -19,7 +19,8 @@ from pathlib import Path
 
 from ..cache import CallCache
 from ..errors import InputError
-from ..io import ResumableJsonlWriter, atomic_write_json, read_records, require_text
+from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs, read_records, require_text
+from ..io import summary_path_for
 from ..settings import Settings
 from .score import STAGES, Q2Options, StageTimer, e2e_nli_score, score_response
 
@@ -167,9 +168,12 @@ def run_q2(input_path, out_path, settings: Settings | None = None, *, options: Q
     (default ``OUT.summary.json``); returns the summary."""
     t_start = time.perf_counter()
     records = read_q2_rows(input_path)  # all input is checked before any output exists
-    scorer = scorer or Q2Scorer(settings, options=options, backend=backend, precision=precision)
     out_path = Path(out_path)
-    summary_path = Path(summary_path) if summary_path else out_path.with_name(out_path.name + ".summary.json")
+    summary_path = Path(summary_path) if summary_path else summary_path_for(out_path)
+    # and every output path, before any model is loaded
+    check_writable_outputs([out_path, summary_path, out_path.with_name(out_path.name + ".partial")],
+                           inputs=[input_path])
+    scorer = scorer or Q2Scorer(settings, options=options, backend=backend, precision=precision)
     writer = ResumableJsonlWriter(out_path, resume=resume, run_key=scorer.run_key(file_sha256(input_path)))
     resumed = sum(1 for r in records if writer.done(r.line))
     bar = Progress(len(records), enabled=progress)
@@ -181,16 +185,16 @@ def run_q2(input_path, out_path, settings: Settings | None = None, *, options: Q
                 continue
             writer.add(rec.line, scorer.score_item(rec.data))
             bar.update()
+        elapsed = time.perf_counter() - t_start
+        summary = {"input": str(input_path), "output": str(out_path), **summarise(writer.ordered()),
+                   "resumed_items": resumed, **scorer.describe(),
+                   "cache": {"hits": scorer.cache.hits - hits0, "misses": scorer.cache.misses - misses0},
+                   "timings": {"total_s": round(elapsed, 3),
+                               "stages_s": {s: round(scorer.timer.seconds[s], 3) for s in STAGES},
+                               "responses_per_s": round((len(records) - resumed) / elapsed, 4) if elapsed > 0 else None}}
+        atomic_write_json(summary_path, summary)  # first: if it fails, the partial file still resumes
         writer.finish()
     finally:
         writer.close()
         bar.close()
-    elapsed = time.perf_counter() - t_start
-    summary = {"input": str(input_path), "output": str(out_path), **summarise(writer.ordered()),
-               "resumed_items": resumed, **scorer.describe(),
-               "cache": {"hits": scorer.cache.hits - hits0, "misses": scorer.cache.misses - misses0},
-               "timings": {"total_s": round(elapsed, 3),
-                           "stages_s": {s: round(scorer.timer.seconds[s], 3) for s in STAGES},
-                           "responses_per_s": round((len(records) - resumed) / elapsed, 4) if elapsed > 0 else None}}
-    atomic_write_json(summary_path, summary)
     return summary

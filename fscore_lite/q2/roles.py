@@ -1,12 +1,16 @@
 """Choosing a backend for each Q² role (qg, qa, nli).
 
 ``auto`` (the default): the ONNX model of the role when the bundle has one
-(``Bundle.first_for_role``), else the local LLM. ``onnx`` requires the three ONNX models;
-``llm`` uses the LLM for all roles. The LLM is loaded once and shared.
+(``Bundle.first_for_role``), else the local LLM — with a warning on stderr, since the LLM
+stand-ins are not the paper's models (and the LLM comparison never says "contradiction"), and
+with the choice recorded per role in the summary (``backends.ROLE.selection``). ``onnx``
+requires the three ONNX models; ``llm`` uses the LLM for all roles. The LLM is loaded once and
+shared.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 
 from ..cache import CallCache
 from ..errors import FscoreError, ModelNotInstalled
@@ -22,10 +26,24 @@ class Q2Roles:
     qg: object  # generate.QuestionGenerator
     qa: object  # answer.QuestionAnswerer
     nli: object  # compare.EntailmentJudge
+    selection: dict = field(default_factory=dict)  # role -> how its backend was chosen
 
     def describe(self) -> dict:
-        """Which backend serves each role, with model name and sha256 (for the summary)."""
-        return {role: getattr(self, role).describe() for role in ROLES}
+        """Which backend serves each role, how it was chosen, model name and sha256 (for the summary)."""
+        out = {}
+        for role in ROLES:
+            d = getattr(self, role).describe()
+            if role in self.selection:
+                d = d | {"selection": self.selection[role]}
+            out[role] = d
+        return out
+
+
+def stand_in_warning(roles: list[str], manifest_path) -> str:
+    """The stderr warning for roles that ``--backend auto`` gave to the LLM."""
+    return (f"warning: --backend auto: no ONNX model for {', '.join(roles)} in {manifest_path}; the local LLM "
+            "stands in (a prompt, not the paper's model; its answer comparison never says 'contradiction'), so "
+            "the result is not the paper's Q2; recorded per role in the summary (backends.ROLE.selection)")
 
 
 def load_roles(settings, *, backend: str = "auto", cache: CallCache | None = None, precision: str = "int8",
@@ -61,8 +79,21 @@ def load_roles(settings, *, backend: str = "auto", cache: CallCache | None = Non
             )
         return entry
 
+    selection: dict[str, str] = {}
+    stand_ins: list[str] = []
+
+    def chosen(role: str, entry) -> None:
+        if backend != "auto":
+            selection[role] = f"--backend {backend}"
+        elif entry is not None:
+            selection[role] = "auto: ONNX model installed"
+        else:
+            selection[role] = "auto: no ONNX model installed, LLM stand-in"
+            stand_ins.append(role)
+
     kw = dict(threads=settings.threads, cache=cache, precision=precision)
     entry = onnx_entry("qg")
+    chosen("qg", entry)
     if entry is not None:
         from ..backends.onnx_seq2seq import Seq2SeqGenerator
 
@@ -70,6 +101,7 @@ def load_roles(settings, *, backend: str = "auto", cache: CallCache | None = Non
     else:
         qg = LlmQuestionGenerator(llm())
     entry = onnx_entry("qa")
+    chosen("qa", entry)
     if entry is not None:
         from ..backends.onnx_qa import ExtractiveQA
 
@@ -77,13 +109,16 @@ def load_roles(settings, *, backend: str = "auto", cache: CallCache | None = Non
     else:
         qa = LlmQuestionAnswerer(llm())
     entry = onnx_entry("nli")
+    chosen("nli", entry)
     if entry is not None:
         from ..backends.onnx_nli import NliCrossEncoder
 
         nli = OnnxEntailmentJudge(NliCrossEncoder.from_bundle(bundle, entry, **kw))
     else:
         nli = LlmEntailmentJudge(llm())
-    return Q2Roles(qg, qa, nli)
+    if stand_ins:
+        print(stand_in_warning(stand_ins, bundle.manifest_path), file=sys.stderr)
+    return Q2Roles(qg, qa, nli, selection)
 
 
 def available_backends(settings, bundle: Bundle | None = None) -> list[str]:
