@@ -84,6 +84,7 @@ ONNX_TASKS = {
     "qg": "text2text-generation-with-past",
     "qa": "question-answering",
     "nli": "text-classification",
+    "verifier": "text-classification",
     "embed": "feature-extraction",
 }
 T5_PARTS = (("encoder", "encoder_model.onnx"), ("decoder", "decoder_model.onnx"), ("decoder_with_past", "decoder_with_past_model.onnx"))
@@ -317,7 +318,7 @@ def _role_extra(role: str, ckpt: Path, stage: Path, placed: list[tuple[str, str]
         cls = tcfg.get("cls_token")
         cls = cls.get("content") if isinstance(cls, dict) else cls
         extra["cls_token_id"] = tok.token_to_id(cls) if cls else 0
-    elif role == "nli":
+    elif role in ("nli", "verifier"):
         id2label = {str(k): v for k, v in (config.get("id2label") or {}).items()}
         extra["id2label"] = id2label
         extra["labels"] = [id2label[str(i)] for i in range(len(id2label))]
@@ -362,13 +363,17 @@ def export_model(
     convert_script: str | Path | None = None,
     per_channel: bool = False,
     threads: int | None = None,
+    extra: dict | None = None,
     log=print,
 ) -> ModelEntry:
     """Export the checkpoint for ``role`` into ``bundle_dir/<name>`` and record it in the manifest.
 
     ``quantize`` applies to ONNX roles (int8) and, for ``llm``, means "use ``gguf_type``"
-    (without it the GGUF file is F16). Returns the manifest entry that was written.
+    (without it the GGUF file is F16). ``extra`` is merged into the entry's ``extra`` (the
+    trained verifier records its combiner and training report there). Returns the manifest
+    entry that was written.
     """
+    extra_in = extra
     if role not in ROLES:
         raise FscoreError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
     ckpt = check_checkpoint(checkpoint_dir)
@@ -418,6 +423,7 @@ def export_model(
             placed += [(kind, fname) for fname, kind in SIDE_FILES if (stage / fname).exists()]
             extra = _role_extra(role, ckpt, stage, placed)
             shutil.rmtree(onnx_dir)
+        extra = {**extra, **(extra_in or {})}
 
         # Paths are relative to the bundle root: work/<name>/<file> becomes <name>/<file>.
         files: list[ModelFile] = [describe_file(work, f"{name}/{fname}", kind) for kind, fname in placed]

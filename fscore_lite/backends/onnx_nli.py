@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ModelIntegrityError
-from .onnx_qa import OnnxTextModel, make_session
+from .cross_encoder import CrossEncoder
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 
@@ -51,20 +51,14 @@ def label_names(config: dict, n: int) -> list[str]:
     return names
 
 
-class NliCrossEncoder(OnnxTextModel):
+class NliCrossEncoder(CrossEncoder):
     """A ``*ForSequenceClassification`` graph with three NLI labels."""
 
     role = "nli"
 
     def __init__(self, model_path, tokenizer_path, config=None, *, name, sha256, threads=1, cache=None):
-        super().__init__(tokenizer_path, config, name=name, sha256=sha256, threads=threads, cache=cache)
-        self.session = make_session(model_path, self.threads)
-        self.inputs = {i.name for i in self.session.get_inputs()}
-        out = self.session.get_outputs()[0]
-        self._output = out.name
-        n = out.shape[-1] if out.shape and isinstance(out.shape[-1], int) else 3
-        self.labels = label_names(self.config, n)
-        self._pair_tokenizer = None
+        super().__init__(model_path, tokenizer_path, config, name=name, sha256=sha256, threads=threads, cache=cache)
+        self.labels = label_names(self.config, self.n_labels or 3)
 
     @classmethod
     def from_bundle(cls, bundle, entry, *, threads=1, cache=None, precision="int8") -> "NliCrossEncoder":
@@ -72,25 +66,8 @@ class NliCrossEncoder(OnnxTextModel):
         return cls(files["weights"], files["tokenizer"], files.get("config"), name=entry.name,
                    sha256=files["sha256"], threads=threads, cache=cache)
 
-    def _encode(self, premise: str, hypothesis: str):
-        enc = self.tokenizer.encode(premise, hypothesis)
-        if len(enc.ids) <= self.max_tokens():
-            return enc
-        if self._pair_tokenizer is None:
-            from tokenizers import Tokenizer
-
-            self._pair_tokenizer = Tokenizer.from_str(self.tokenizer.to_str())
-            self._pair_tokenizer.no_padding()
-            self._pair_tokenizer.enable_truncation(self.max_tokens(), strategy="longest_first")
-        return self._pair_tokenizer.encode(premise, hypothesis)
-
     def logits(self, premise: str, hypothesis: str) -> np.ndarray:
-        enc = self._encode(premise, hypothesis)
-        ids = np.asarray([enc.ids], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-        if "token_type_ids" in self.inputs:
-            feeds["token_type_ids"] = np.asarray([enc.type_ids], dtype=np.int64)
-        return self.session.run([self._output], feeds)[0][0].astype(np.float32)
+        return self.logits_batch([(premise, hypothesis)])[0]
 
     def predict(self, premise: str, hypothesis: str) -> dict:
         """``{"label": one of NLI_LABELS, "logits": {label: logit}}`` (argmax label; cached)."""
