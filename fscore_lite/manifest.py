@@ -88,9 +88,6 @@ def sha256_file(path: str | Path, chunk: int = 8 * 1024 * 1024) -> str:
     return h.hexdigest()
 
 
-_VERIFIED: dict[tuple[str, int, int], str] = {}
-
-
 class Bundle:
     """A model bundle folder. Entries are looked up by name or role."""
 
@@ -139,9 +136,12 @@ class Bundle:
     def verify_file(self, f: ModelFile, *, use_cache: bool = True) -> Path:
         """Check one file's size and sha256; return its path or raise ModelIntegrityError.
 
-        A file already hashed in this process with the same size and mtime is not hashed
-        again unless ``use_cache`` is false (``fscore-lite models verify`` rehashes everything).
+        A file hashed before (in any run) and unchanged since — same path, size, mtime, ctime,
+        inode — is not hashed again: its verified stamp (:mod:`fscore_lite.stamps`) gives the
+        sha256. With ``use_cache=False`` it is always hashed (``fscore-lite models verify``).
         """
+        from .stamps import verified_sha256
+
         p = self.root / f.path
         if not p.exists():
             raise ModelIntegrityError(f"model file {p} is missing (listed in {self.manifest_path})")
@@ -150,14 +150,12 @@ class Bundle:
             raise ModelIntegrityError(
                 f"model file {p} has {st.st_size} bytes, the manifest says {f.size}: refusing to use it"
             )
-        key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
-        digest = (_VERIFIED.get(key) if use_cache else None) or sha256_file(p)
+        digest = verified_sha256(p, use_stamp=use_cache)
         if digest != f.sha256:
             raise ModelIntegrityError(
                 f"model file {p} has sha256 {digest}, the manifest says {f.sha256}: refusing to use it. "
                 "Reinstall it (`fscore-lite models install-default`) or re-export it."
             )
-        _VERIFIED[key] = digest
         return p
 
     def verify(self, entry: ModelEntry) -> None:

@@ -3,7 +3,8 @@
 Layout of a store folder::
 
     store.sqlite   meta, pages, aliases, passages, passages_fts (FTS5), page_vectors
-    hnsw.bin       hnswlib index over all passage vectors (space 'ip', labels = passage ids)
+    hnsw.bin       optional (``kb build --hnsw``): hnswlib index over all passage vectors
+                   (space 'ip', labels = passage ids), used only by store-wide search (--search-all)
     manifest.json  sha256 and size of each file, and store_sha256 naming the whole store
 
 Passage texts keep FActScore's knowledge-DB layout (sentences wrapped in ``<s>...</s>``).
@@ -26,13 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from .errors import StoreError
-from .manifest import sha256_file
+from .stamps import verified_sha256
 
 SCHEMA_VERSION = 1
 DB_NAME = "store.sqlite"
 HNSW_NAME = "hnsw.bin"
 MANIFEST_NAME = "manifest.json"
-STORE_FILES = (DB_NAME, HNSW_NAME)
+STORE_FILES = (DB_NAME, HNSW_NAME)  # the files a store may hold
+REQUIRED_FILES = (DB_NAME,)  # hnsw.bin is optional: only store-wide search needs it
 SEPARATOR = "####SPECIAL####SEPARATOR####"  # FActScore's passage separator in documents.text
 
 SCHEMA_SQL = """
@@ -109,10 +111,33 @@ class Passage:
     ordinal: int  # position within its page
 
 
-_VERIFIED: dict[tuple[str, int, int], str] = {}
+def _check_file(root: Path, name: str, info: dict, verify: bool, use_stamp: bool = True) -> None:
+    """Raise StoreError unless the store file has the manifest's size (and, with ``verify``, sha256).
+
+    The sha256 comes from the file's verified stamp when it is unchanged since it was last hashed
+    (:mod:`fscore_lite.stamps`); ``use_stamp=False`` always hashes (``kb verify``).
+    """
+    p = root / name
+    mpath = root / MANIFEST_NAME
+    if not p.exists():
+        raise StoreError(f"store file {p} is missing (listed in {mpath})")
+    st = p.stat()
+    if st.st_size != info.get("size"):
+        raise StoreError(
+            f"store file {p} has {st.st_size} bytes, the manifest says {info.get('size')}: "
+            "the store was modified or damaged; rebuild it"
+        )
+    if verify:
+        digest = verified_sha256(p, use_stamp=use_stamp)
+        if digest != info.get("sha256"):
+            raise StoreError(
+                f"store file {p} has sha256 {digest}, the manifest says {info.get('sha256')}: "
+                "the store was modified or damaged; rebuild it"
+            )
 
 
-def _check_manifest(root: Path, verify: bool) -> dict:
+def _read_manifest(root: Path) -> dict:
+    """The store's manifest, checked for structure and consistency (no file is read)."""
     mpath = root / MANIFEST_NAME
     if not root.exists():
         raise StoreError(f"passage store {root} does not exist; build one with `fscore-lite kb build`")
@@ -133,40 +158,53 @@ def _check_manifest(root: Path, verify: bool) -> dict:
             f"{root} has store schema {manifest.get('schema_version')!r}; this fscore-lite reads "
             f"schema {SCHEMA_VERSION}. Rebuild the store with `fscore-lite kb build`."
         )
-    for name in STORE_FILES:
+    for name in REQUIRED_FILES:
         if name not in files:
             raise StoreError(f"{mpath} does not list {name}")
-    if files_store_sha256(files) != store_sha:
-        raise StoreError(f"{mpath} is inconsistent: store_sha256 does not match its file hashes")
     for name, info in files.items():
-        p = root / name
         if "/" in name or "\\" in name or name.startswith("."):
             raise StoreError(f"{mpath} lists an unexpected path {name!r}")
-        if not p.exists():
-            raise StoreError(f"store file {p} is missing (listed in {mpath})")
-        st = p.stat()
-        if st.st_size != info.get("size"):
-            raise StoreError(
-                f"store file {p} has {st.st_size} bytes, the manifest says {info.get('size')}: "
-                "the store was modified or damaged; rebuild it"
-            )
-        if verify:
-            key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
-            digest = _VERIFIED.get(key) or sha256_file(p)
-            if digest != info.get("sha256"):
-                raise StoreError(
-                    f"store file {p} has sha256 {digest}, the manifest says {info.get('sha256')}: "
-                    "the store was modified or damaged; rebuild it"
-                )
-            _VERIFIED[key] = digest
+        if not isinstance(info, dict) or not isinstance(info.get("sha256"), str) or not isinstance(info.get("size"), int):
+            raise StoreError(f"{mpath} is malformed: the entry for {name} needs 'sha256' and 'size'")
+    if files_store_sha256(files) != store_sha:
+        raise StoreError(f"{mpath} is inconsistent: store_sha256 does not match its file hashes")
     return manifest
+
+
+def _check_manifest(root: Path, verify: bool) -> dict:
+    """Read the manifest and check every file it lists (size; sha256 with ``verify``)."""
+    manifest = _read_manifest(root)
+    for name, info in manifest["files"].items():
+        _check_file(root, name, info, verify)
+    return manifest
+
+
+def verify_store(path: str | Path) -> list[tuple[str, str | None]]:
+    """Hash every file of a store fully (no stamps): ``[(file name, problem or None)]``.
+
+    A missing or malformed manifest raises StoreError; a file that is missing, has another size
+    or another sha256 is reported with its problem. Fresh hashes refresh the verified stamps.
+    """
+    root = Path(path)
+    manifest = _read_manifest(root)
+    results: list[tuple[str, str | None]] = []
+    for name in sorted(manifest["files"]):
+        try:
+            _check_file(root, name, manifest["files"][name], verify=True, use_stamp=False)
+            results.append((name, None))
+        except StoreError as e:
+            results.append((name, str(e)))
+    return results
 
 
 class PassageStore:
     """Read-only access to a passage store folder (see the module docstring for the layout).
 
     Opening checks the manifest: every file present with its recorded size, and with
-    ``verify=True`` (the default) its sha256. Methods are safe to call from several threads.
+    ``verify=True`` (the default) its sha256, hashed only when the file changed since it was last
+    verified (:mod:`fscore_lite.stamps`; :func:`verify_store` always hashes). A store without
+    ``hnsw.bin`` opens normally; only :meth:`search_vectors` needs it. Methods are safe to call
+    from several threads.
     """
 
     def __init__(self, path: str | Path, verify: bool = True):
@@ -197,6 +235,11 @@ class PassageStore:
         self.embed_sha256: str = self.meta["embed_sha256"]
         self.dim: int = int(self.meta["dim"])
         self._hnsw = None
+
+    @property
+    def has_hnsw(self) -> bool:
+        """Whether the store has an HNSW index (``kb build --hnsw``) for store-wide search."""
+        return HNSW_NAME in self.manifest["files"]
 
     # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None:
@@ -300,6 +343,13 @@ class PassageStore:
     def _index(self):
         with self._lock:
             if self._hnsw is None:
+                if not self.has_hnsw:
+                    raise StoreError(
+                        f"the passage store {self.path} has no HNSW index ({HNSW_NAME}), which store-wide "
+                        "search (--search-all, `kb search` without --title) needs; topic-restricted retrieval "
+                        "works without it. Add it by rebuilding the store with "
+                        f"`fscore-lite kb build SOURCE -o {self.path} --hnsw --force`"
+                    )
                 import hnswlib
 
                 index = hnswlib.Index(space="ip", dim=self.dim)
@@ -384,6 +434,7 @@ class PassageStore:
             "embed_model": self.embed_model,
             "embed_sha256": self.embed_sha256,
             "files": files,
+            "hnsw": self.has_hnsw,
             "total_bytes": sum(files.values()),
             "meta": dict(self.meta),
         }

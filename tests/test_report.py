@@ -46,12 +46,13 @@ def scored_record(data: dict, sentences: list[dict] | None, decisions: list[dict
     return rec
 
 
-def bios_run(data_dir: Path, subject: str, n: int = N_BIOS) -> list[dict]:
-    """The first ``n`` bios of a subject: sentences and human facts (IR dropped) as the run's output."""
+def bios_run(data_dir: Path, subject: str, n: int = N_BIOS, step: int = 7) -> list[dict]:
+    """``n`` bios of a subject, every ``step``-th topic in alphabetical order (the same topics for
+    every subject, all frequency categories): sentences and human facts (IR dropped) as the run's output."""
     out = []
     with open(data_dir / "factscore-labeled" / f"{subject}.jsonl", encoding="utf-8") as f:
-        for line in f:
-            d = json.loads(line)
+        bios = sorted((json.loads(line) for line in f), key=lambda d: d["topic"])
+        for d in bios[::step]:
             base = {"topic": d["topic"], "output": d["output"], "cat": d["cat"]}
             if d["annotations"] is None:
                 out.append(base | {"status": "abstained", "score": None, "init_score": None, "decisions": None})
@@ -445,3 +446,141 @@ def test_report_is_reproducible(runs, tmp_path):
     a = write_report([paths["ChatGPT"], paths["InstructGPT"]], tmp_path / "a.html").read_bytes()
     b = write_report([paths["ChatGPT"], paths["InstructGPT"]], tmp_path / "b.html").read_bytes()
     assert a == b
+
+
+# ---- headless Chromium ---------------------------------------------------------------------------
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def browser_page(tmp_path_factory):
+    """A headless Chromium page (Debian's chromium, driven by playwright) that refuses and records
+    every request that is not to a local file, and records console errors."""
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("chromium is not installed and could not be: `make test` installs it with "
+                    "`apt-get install -y chromium` (needs root and the Debian archive)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright package is missing: install the test extra (pip install -e '.[test]')")
+    profile = tempfile.mkdtemp(prefix="fscore-chromium-")
+    pw = sync_playwright().start()
+    try:
+        ctx = pw.chromium.launch_persistent_context(profile, executable_path=exe, headless=True, args=CHROMIUM_ARGS,
+                                                    viewport={"width": 1280, "height": 900}, offline=True)
+        page = ctx.pages[0] if ctx.pages else ctx.new_page()
+        log = {"external": [], "console_errors": [], "page_errors": []}
+
+        def route(r):
+            url = r.request.url
+            if url.startswith(("file:", "data:", "about:")):
+                r.continue_()
+            else:
+                log["external"].append(url)
+                r.abort()
+
+        ctx.route("**/*", route)
+        page.on("console", lambda m: log["console_errors"].append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: log["page_errors"].append(str(e)))
+        yield page, log
+        ctx.close()
+    finally:
+        pw.stop()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _open(page, path: Path) -> float:
+    t0 = time.perf_counter()
+    page.goto(path.resolve().as_uri(), wait_until="load")
+    page.wait_for_function("document.documentElement.dataset.ready === '1'", timeout=10_000)
+    return time.perf_counter() - t0
+
+
+def test_browser_renders_clicks_and_screenshot(runs, browser_page):
+    tmp, paths, _ = runs
+    page, log = browser_page
+    out = write_report([paths["small"], paths["ChatGPT"], paths["InstructGPT"]], tmp / "browser.html")
+    _open(page, out)
+    assert log["external"] == [] and log["console_errors"] == [] and log["page_errors"] == []
+    # every response rendered: highlighted sentences and facts equal the JSONL
+    page.evaluate("""() => document.querySelectorAll('#factscore-list .resp').forEach(r => fscoreReport.toggle(r))""")
+    for i, key in enumerate(["small", "ChatGPT", "InstructGPT"]):
+        recs = _records(paths[key])
+        sel = f'#factscore-list .resp[data-run="{i}"]'
+        n_sent = page.locator(f"{sel} .sent:not(.nofacts)").count()
+        n_listed = page.locator(f"{sel} .facts.all .fact").count()
+        facts_in_sents = page.evaluate(f"""() => [...document.querySelectorAll('{sel} .sent')]
+                                           .reduce((a, s) => a + (+s.dataset.n), 0)""")
+        want_sents = sum(1 for r in recs if r.get("decisions") for s in r.get("sentences") or [] if s["facts"])
+        want_listed = sum(len(r["decisions"]) for r in recs if r.get("decisions") and not r.get("sentences"))
+        assert n_sent == want_sents
+        assert n_listed == want_listed
+        assert facts_in_sents + n_listed == sum(len(r.get("decisions") or []) for r in recs)
+    page.evaluate("""() => document.querySelectorAll('#factscore-list .resp').forEach(r => fscoreReport.toggle(r))""")
+    # only "not supported": rows without an unsupported fact disappear, statuses stay visible
+    page.check("#factscore-ns")
+    visible = page.locator("#factscore-list .resp:visible").count()
+    all_recs = [r for k in ("small", "ChatGPT", "InstructGPT") for r in _records(paths[k])]
+    assert visible == sum(1 for r in all_recs if r["status"] != "ok"
+                          or any(not d["is_supported"] for d in r["decisions"]))
+    page.uncheck("#factscore-ns")
+    # one response: click it, click a sentence, see its facts and the evidence with shared words marked
+    page.select_option("#factscore-run", "0")
+    page.fill("#factscore-search", "ada lovelace")
+    row = page.locator('#factscore-list .resp[data-run="0"][data-i="0"]')
+    row.locator(".rhead").click()
+    row.locator(".sent", has_text="born in Paris").click()
+    facts = row.locator(".facts .fact")
+    assert facts.count() == 1
+    assert "Ada Lovelace was born in Paris." in facts.first.inner_text()
+    assert "not supported" in facts.first.inner_text() and "p(supported) 0.120" in facts.first.inner_text()
+    row.locator(".sent", has_text="Analytical Engine").click()
+    assert row.locator(".facts .fact").count() == 1
+    row.locator(".facts .fact summary").first.click()
+    ev = row.locator(".facts .fact .ev").first
+    assert "Analytical Engine" in ev.inner_text() and "passage score 0.950" in ev.inner_text()
+    assert ev.locator("mark").count() >= 2
+    assert log["external"] == [] and log["console_errors"] == [] and log["page_errors"] == []
+    (REPO / "out").mkdir(exist_ok=True)
+    shot = REPO / "out" / "report-browser.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+
+
+def test_browser_q2_view(tmp_path, browser_page):
+    page, log = browser_page
+    out = write_report(q2_runs(tmp_path), tmp_path / "q2.html")
+    _open(page, out)
+    row = page.locator('#q2-list .resp[data-run="0"][data-i="1"]')
+    row.locator(".rhead").click()
+    assert row.locator("tr.qa").count() == 1
+    assert row.locator("mark.qspan").inner_text() == "canada"
+    assert "entailment" in row.locator("tr.qa").inner_text()
+    row.locator("mark.qspan").click()
+    assert row.locator("tr.qa.active").count() == 1
+    assert page.locator("#q2-roc polyline.roc").count() >= 1
+    assert log["external"] == [] and log["console_errors"] == [] and log["page_errors"] == []
+
+
+def test_browser_500_responses_open_fast(tmp_path, data_dir, browser_page):
+    page, log = browser_page
+    recs = []
+    for subject in ("ChatGPT", "InstructGPT", "PerplexityAI"):
+        for r in bios_run(data_dir, subject, n=10_000, step=1):
+            recs.append(r | {"topic": f"{r['topic']} ({subject})"})
+    recs = recs[:500]
+    assert len(recs) == 500
+    out = write_report([write_run(tmp_path / "big.jsonl", recs)], tmp_path / "big.html")
+    _open(page, out)  # warm-up: first start of the renderer
+    seconds = min(_open(page, out) for _ in range(2))
+    size_mb = out.stat().st_size / 1e6
+    (REPO / "out").mkdir(exist_ok=True)
+    (REPO / "out" / "report-500-load.txt").write_text(f"500 responses, {size_mb:.1f} MB: opened in {seconds:.3f} s\n")
+    assert seconds < 2.0, f"500-response report took {seconds:.2f} s to open"
+    assert page.locator("#factscore-list .resp").count() == 500
+    last = max(i for i, r in enumerate(recs) if r.get("sentences") and r.get("decisions"))
+    page.locator("#factscore-list .resp .rhead").nth(last).click()
+    assert page.locator("#factscore-list .resp").nth(last).locator(".sent").count() == len(recs[last]["sentences"])
+    assert log["external"] == [] and log["console_errors"] == [] and log["page_errors"] == []

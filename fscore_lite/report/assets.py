@@ -11,9 +11,12 @@ section{background:#fff;border:1px solid #dde1e7;border-radius:6px;padding:12px 
 h2{font-size:17px;margin:4px 0 10px}
 h3{font-size:15px;margin:16px 0 6px}
 table{border-collapse:collapse;font-size:13px}
+.scroll{overflow-x:auto}
 th,td{border-bottom:1px solid #e4e7ec;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f0f2f5;font-weight:600}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+table.summary td.ci,.hash{white-space:nowrap}
+table.summary td.models{font-size:12px}
 .hash{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;color:#555}
 .note{color:#5b6372;font-size:12px;margin:4px 0}
 .figs{display:flex;flex-wrap:wrap;gap:12px}

@@ -91,7 +91,7 @@ def _factscore_section(fs: list[dict], runs: list[Run], *, bins: int, n_boot: in
          f'<p class="note">Ranked by FActScore (×100). {int(LEVEL * 100)}% intervals: percentile bootstrap over '
          f'responding items, {n_boot} resamples, seed {seed}. % responding is over scored or abstained items '
          f'(unknown topics and input problems are counted apart).</p>',
-         '<table class="summary" id="fs-summary"><tr><th>#</th><th>run</th><th class="n">FActScore</th>'
+         '<div class="scroll"><table class="summary" id="fs-summary"><tr><th>#</th><th>run</th><th class="n">FActScore</th>'
          '<th class="n">95% CI</th><th class="n">init score</th><th class="n">% responding</th>'
          '<th class="n">facts / response</th><th class="n">responding / items</th><th>statuses</th><th>mode</th>'
          '<th>verifier</th><th>models</th><th>store</th></tr>']
@@ -100,16 +100,16 @@ def _factscore_section(fs: list[dict], runs: list[Run], *, bins: int, n_boot: in
         models = "<br>".join(f"{escape(role)}: {escape(str(m.get('name')))} {_short(m.get('sha256'))}"
                              for role, m in r["models"].items()) or "—"
         h.append(f'<tr class="run" data-run="{r["index"]}" data-rank="{rank}">'
-                 f'<td class="n">{rank}</td><td><b>{escape(r["name"])}</b><br><span class="note">{escape(r["path"])}'
-                 f'</span></td><td class="n score" data-value="{_attr(r["score"])}">{_pct(r["score"])}</td>'
+                 f'<td class="n">{rank}</td><td><b title="{escape(r["path"])}">{escape(r["name"])}</b></td>'
+                 f'<td class="n score" data-value="{_attr(r["score"])}">{_pct(r["score"])}</td>'
                  f'<td class="n ci" data-lo="{_attr(ci[0] if ci else None)}" data-hi="{_attr(ci[1] if ci else None)}">'
-                 f'{(_pct(ci[0]) + " – " + _pct(ci[1])) if ci else "—"}</td>'
+                 f'{(_pct(ci[0]) + "–" + _pct(ci[1])) if ci else "—"}</td>'
                  f'<td class="n">{_pct(r["init_score"])}</td><td class="n">{_pct(r["respond_ratio"])}</td>'
                  f'<td class="n">{_num(r["facts_per_response"], 1)}</td>'
                  f'<td class="n">{r["n_responding"]} / {r["n_items"]}</td><td>{_statuses(r["statuses"])}</td>'
                  f'<td>{escape(str(r["mode"] or "—"))}</td><td>{escape(str(r["verifier"] or "—"))}</td>'
-                 f'<td>{models}</td><td>{_short(r["store_sha256"])}</td></tr>')
-    h.append("</table>")
+                 f'<td class="models">{models}</td><td>{_short(r["store_sha256"])}</td></tr>')
+    h.append("</table></div>")
     if len(fs) == 1 and not fs[0]["models"]:
         h.append('<p class="note">No summary JSON next to the run: models, store and mode are unknown.</p>')
     if len(fs) > 1:
@@ -179,18 +179,18 @@ def _list_controls(kind: str, runs: list[dict], ns_label: str) -> str:
 
 def _q2_section(q2: list[dict]) -> str:
     h = ['<section id="q2"><h2>Q²</h2>',
-         '<table class="summary" id="q2-summary"><tr><th>run</th><th class="n">Q²</th><th class="n">Q² no NLI</th>'
+         '<div class="scroll"><table class="summary" id="q2-summary"><tr><th>run</th><th class="n">Q²</th><th class="n">Q² no NLI</th>'
          '<th class="n">E2E NLI</th><th class="n">scored / items</th><th class="n">no valid question</th>'
          '<th class="n">questions / response</th><th>statuses</th><th>backends</th></tr>']
     for r in q2:
         qpr = r["n_questions"] / r["n_scored"] if r["n_scored"] else None
         backends = "<br>".join(f"{escape(k)}: {escape(v)}" for k, v in r["backends"].items()) or "—"
-        h.append(f'<tr class="run" data-run="{r["index"]}"><td><b>{escape(r["name"])}</b><br>'
-                 f'<span class="note">{escape(r["path"])}</span></td><td class="n score" data-value="{_attr(r["Q2"])}">'
+        h.append(f'<tr class="run" data-run="{r["index"]}"><td><b title="{escape(r["path"])}">{escape(r["name"])}</b></td>'
+                 f'<td class="n score" data-value="{_attr(r["Q2"])}">'
                  f'{_num(r["Q2"])}</td><td class="n">{_num(r["Q2_no_nli"])}</td><td class="n">{_num(r["e2e_nli"])}</td>'
                  f'<td class="n">{r["n_scored"]} / {r["n_items"]}</td><td class="n">{_pct(r["no_valid_question_share"])}%</td>'
                  f'<td class="n">{_num(qpr, 2)}</td><td>{_statuses(r["statuses"])}</td><td>{backends}</td></tr>')
-    h.append("</table>")
+    h.append("</table></div>")
     series = [{"name": r["name"], "color": color(r["index"]),
                "values": [x["q2"] for x in r["responses"] if x["st"] == "ok" and x["q2"] is not None]} for r in q2]
     h.append('<h3>Score distribution</h3><div class="figs">'
