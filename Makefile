@@ -27,6 +27,7 @@ $(VENV)/.test: $(VENV)/.runtime
 
 install: $(VENV)/.runtime
 install-test: $(VENV)/.test
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) || echo "note: chromium could not be installed (needs root and apt): the browser tests will be skipped"
 
 models-demo: $(VENV)/.runtime
 	$(BIN)/fscore-lite models install-default 1.5b minilm
@@ -40,6 +41,7 @@ demo-store: $(VENV)/.runtime models-demo
 
 demo: demo-store
 	$(BIN)/fscore-lite score examples/bios.jsonl -o out/demo.jsonl --threads $(THREADS)
+	$(BIN)/fscore-lite report out/demo.jsonl -o out/demo.html
 
 test: install-test models-test
 	FSCORE_LITE_THREADS=1 $(BIN)/python -m pytest -q tests
