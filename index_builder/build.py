@@ -1,8 +1,12 @@
 """``kb build``: read a source, chunk its pages, embed the passages, write the store.
 
 Pages stream through: passages are embedded in batches of about ``flush_passages`` (sorted by
-length inside the embedder), written with their page, and added to the HNSW index, so memory
-stays flat for large sources. Progress goes to stderr.
+length inside the embedder), written with their page and, with ``hnsw=True`` (``--hnsw``), added to
+the HNSW index, so memory stays flat for large sources. Progress goes to stderr.
+
+The HNSW index is opt-in: FActScore's retrieval ranks the topic page's vectors exactly (from
+SQLite), and only store-wide search (``score --search-all``) needs it. The same input, model and
+settings give the same store bytes (embedding may use many threads; HNSW insertion uses one).
 """
 from __future__ import annotations
 
@@ -13,14 +17,14 @@ from pathlib import Path
 
 import fscore_lite
 from fscore_lite.backends.embed import SentenceEmbedder
-from fscore_lite.errors import InputError
+from fscore_lite.errors import FscoreError, InputError
 from fscore_lite.manifest import Bundle, sha256_file
 from fscore_lite.settings import DEFAULT_EMBED, Settings
 from fscore_lite.store import passage_embedding_text
 
 from .chunking import MAX_TOKENS, RULE_DESCRIPTIONS, RULES, chunk_page
 from .sources import FORMATS, SourcePage, detect_format, read_pages
-from .writer import HNSW_EF_CONSTRUCTION, HNSW_M, StoreWriter
+from .writer import HNSW_EF_CONSTRUCTION, HNSW_M, HNSW_SEED, StoreWriter
 
 EMBED_TEXT_RULE = 'title + " " + text with <s>/</s> removed (FActScore retrieval)'
 
@@ -102,8 +106,13 @@ def build_store(
     overwrite: bool = False,
     progress: bool = True,
     embedder: SentenceEmbedder | None = None,
+    hnsw: bool = False,
 ) -> BuildStats:
-    """Build a passage store at ``output`` from a FActScore DB, a TSV or a JSONL file."""
+    """Build a passage store at ``output`` from a FActScore DB, a TSV or a JSONL file.
+
+    ``hnsw``: also build the HNSW index over all passages, which store-wide search needs.
+    ``threads``: embedding threads (the HNSW index is always built with one, for reproducibility).
+    """
     source = Path(source)
     prog = _Progress(progress)
     if fmt not in FORMATS:
@@ -122,7 +131,12 @@ def build_store(
     }
     if not overwrite:
         embed_sha = embedder.sha256 if embedder else Bundle(settings.models_dir).get(embed_name).sha256
-        done = _existing_store(Path(output), {**wanted, "embed_sha256": embed_sha})
+        done = _existing_store(Path(output), {**wanted, "embed_sha256": embed_sha}, hnsw)
+        if done == "no-hnsw":
+            raise FscoreError(
+                f"{output} was built from the same input without an HNSW index; pass --force (with --hnsw) "
+                "to rebuild it with one"
+            )
         if done is not None:
             prog.note(f"kb build: {output} is up to date (same input, model and settings); --force rebuilds it")
             return done
@@ -132,7 +146,7 @@ def build_store(
 
     stats = BuildStats(path=str(output))
     t0 = time.monotonic()
-    writer = StoreWriter(output, embedder.dim, overwrite=overwrite, threads=settings.threads)
+    writer = StoreWriter(output, embedder.dim, overwrite=overwrite, threads=1, hnsw=hnsw)
     pending: list[tuple[SourcePage, list[str]]] = []
     pending_n = 0
     seen: set[str] = set()
@@ -187,9 +201,9 @@ def build_store(
             "passage_count": writer.passage_count,
             "alias_count": writer.alias_count,
             "duplicate_titles_skipped": stats.duplicate_titles,
-            "hnsw_space": "ip",
-            "hnsw_m": HNSW_M,
-            "hnsw_ef_construction": HNSW_EF_CONSTRUCTION,
+            "hnsw": "yes" if hnsw else "no",
+            **({"hnsw_space": "ip", "hnsw_m": HNSW_M, "hnsw_ef_construction": HNSW_EF_CONSTRUCTION,
+                "hnsw_seed": HNSW_SEED, "hnsw_insert_threads": 1} if hnsw else {}),
             "fts_tokenizer": "unicode61 remove_diacritics 2",
             "builder": f"fscore-lite {fscore_lite.__version__}",
         }
@@ -203,9 +217,11 @@ def build_store(
     return stats
 
 
-def _existing_store(path: Path, wanted: dict[str, str]) -> BuildStats | None:
+def _existing_store(path: Path, wanted: dict[str, str], hnsw: bool = False) -> BuildStats | str | None:
     """Stats of the store at ``path`` if it was built from the same input with the same
-    model and settings (so rebuilding would change nothing); None if there is none."""
+    model and settings (so rebuilding would change nothing); None if there is none;
+    "no-hnsw" if it matches but lacks the HNSW index that ``hnsw`` asks for. A store with an
+    HNSW index also serves a build that does not ask for one."""
     if not (path / "manifest.json").exists():
         return None
     from fscore_lite.errors import StoreError
@@ -215,6 +231,8 @@ def _existing_store(path: Path, wanted: dict[str, str]) -> BuildStats | None:
         with open_store(path) as store:
             if any(store.meta.get(k) != str(v) for k, v in wanted.items()):
                 return None
+            if hnsw and not store.has_hnsw:
+                return "no-hnsw"
             info = store.info()
     except StoreError:
         return None

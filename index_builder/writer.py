@@ -1,6 +1,11 @@
 """Writing a passage store: everything goes into a temporary sibling folder, which is renamed
 onto the target only when complete (SQLite, HNSW index and manifest all written and synced).
 An interrupted or failed build leaves the target as it was.
+
+Reproducible: the same pages in the same order give the same bytes (and store_sha256). SQLite is
+written in id order and vacuumed; the optional HNSW index is built with a fixed seed and, by
+default, one insertion thread, because hnswlib's multi-threaded inserts link the graph in
+whatever order the threads happen to run.
 """
 from __future__ import annotations
 
@@ -33,9 +38,11 @@ HNSW_SEED = 100
 class StoreWriter:
     """Adds pages with their passages and vectors; :meth:`finish` publishes the store."""
 
-    def __init__(self, target: str | Path, dim: int, *, overwrite: bool = False, threads: int = 1):
-        import hnswlib
-
+    def __init__(self, target: str | Path, dim: int, *, overwrite: bool = False, threads: int = 1,
+                 hnsw: bool = True):
+        """``hnsw``: also write ``hnsw.bin`` (needed only for store-wide search). ``threads``: HNSW
+        insertion threads; 1 (the default, and what ``kb build`` uses) makes ``hnsw.bin`` the same
+        for the same input; more threads insert faster but the index then varies between builds."""
         self.target = Path(target)
         if self.target.exists() and not overwrite:
             raise FscoreError(f"{self.target} already exists; pass --force to replace it")
@@ -53,11 +60,15 @@ class StoreWriter:
         self.db.execute("PRAGMA journal_mode = OFF")
         self.db.execute("PRAGMA synchronous = OFF")
         self.db.executescript(SCHEMA_SQL)
-        self.index = hnswlib.Index(space="ip", dim=self.dim)
+        self.index = None
         self._capacity = 1024
-        self.index.init_index(
-            max_elements=self._capacity, ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M, random_seed=HNSW_SEED
-        )
+        if hnsw:
+            import hnswlib
+
+            self.index = hnswlib.Index(space="ip", dim=self.dim)
+            self.index.init_index(
+                max_elements=self._capacity, ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M, random_seed=HNSW_SEED
+            )
 
     @property
     def passage_count(self) -> int:
@@ -99,7 +110,7 @@ class StoreWriter:
             if alias != title:
                 cur = self.db.execute("INSERT OR IGNORE INTO aliases (alias, page_id) VALUES (?, ?)", (alias, page_id))
                 self.alias_count += cur.rowcount
-        if ids:
+        if ids and self.index is not None:
             need = self.index.get_current_count() + len(ids)
             if need > self._capacity:
                 self._capacity = max(need, 2 * self._capacity)
@@ -115,10 +126,13 @@ class StoreWriter:
         self.db.commit()
         self.db.execute("VACUUM")
         self.db.close()
-        self.index.resize_index(max(1, self.index.get_current_count()))
-        self.index.save_index(str(self.tmp / HNSW_NAME))
+        names = [DB_NAME]
+        if self.index is not None:
+            self.index.resize_index(max(1, self.index.get_current_count()))
+            self.index.save_index(str(self.tmp / HNSW_NAME))
+            names.append(HNSW_NAME)
         files = {}
-        for name in (DB_NAME, HNSW_NAME):
+        for name in names:
             p = self.tmp / name
             with open(p, "rb+") as f:
                 os.fsync(f.fileno())

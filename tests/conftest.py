@@ -33,10 +33,22 @@ def _block_network(monkeypatch):
     yield
 
 
+def in_ci() -> bool:
+    """True when the CI environment variable is set (to anything but '', 0 or false)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip locally; in CI, where everything a test needs must be installed, fail instead."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI is set: required test data and packages must be present)", pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     if not (DATA / "factscore-labeled").is_dir():
-        pytest.skip(f"shared data not found at {DATA}")
+        skip_or_fail(f"shared data not found at {DATA} (set FSCORE_LITE_DATA)")
     return DATA
 
 

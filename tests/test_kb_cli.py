@@ -38,7 +38,7 @@ def built(tmp_path_factory, minilm_bundle_dir):
 def test_build_info_search(built, capsys, minilm_bundle_dir):
     tmp, src = built
     store = tmp / "store"
-    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--threads", "1",
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--threads", "1", "--hnsw",
                          "--models-dir", str(minilm_bundle_dir), "--source", "test pages", "--snapshot", "2026")
     assert code == 0, err
     summary = json.loads(out)
@@ -101,3 +101,55 @@ def test_errors_are_one_line(tmp_path, capsys):
     code, out, err = run(capsys, "kb", "build", str(bad), "-o", str(tmp_path / "s"), "--quiet")
     assert code == 2 and f"{bad}:2" in err
     assert not (tmp_path / "s").exists()
+
+
+def test_hnsw_is_opt_in(built, capsys, minilm_bundle_dir):
+    tmp, src = built
+    store = tmp / "plain"
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--threads", "1", "--quiet",
+                         "--models-dir", str(minilm_bundle_dir))
+    assert code == 0, err
+    assert sorted(p.name for p in store.iterdir()) == ["manifest.json", "store.sqlite"]
+    code, out, err = run(capsys, "kb", "info", str(store))
+    assert code == 0 and json.loads(out)["hnsw"] is False and json.loads(out)["meta"]["hnsw"] == "no"
+    # topic-restricted search works; store-wide search says how to add the index
+    code, out, err = run(capsys, "kb", "search", str(store), "football club", "--title", "Ko Itakura",
+                         "--models-dir", str(minilm_bundle_dir), "--threads", "1")
+    assert code == 0 and json.loads(out.splitlines()[0])["title"] == "Kō Itakura"
+    code, out, err = run(capsys, "kb", "search", str(store), "Who created NumPy?",
+                         "--models-dir", str(minilm_bundle_dir), "--threads", "1")
+    assert code == 2 and err.startswith("error: ") and "no HNSW index" in err and "--hnsw" in err and out == ""
+    # asking for the index on the same input without --force says what to do
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--hnsw", "--quiet",
+                         "--models-dir", str(minilm_bundle_dir))
+    assert code == 2 and "without an HNSW index" in err and "--force" in err
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--hnsw", "--force", "--quiet",
+                         "--threads", "1", "--models-dir", str(minilm_bundle_dir))
+    assert code == 0, err
+    assert (store / "hnsw.bin").exists() and open_store(store).has_hnsw
+
+
+def test_kb_verify_hashes_every_file(tmp_path, capsys, monkeypatch):
+    import fscore_lite.manifest as manifest
+
+    monkeypatch.setenv("FSCORE_LITE_HOME", str(tmp_path / "home"))
+    store = tmp_path / "store"
+    w = StoreWriter(store, 4)
+    w.add_page("A", ["<s>A page.</s>"], np.eye(4, dtype=np.float32)[:1])
+    w.finish({"embed_model": "m", "embed_sha256": "0" * 64, "dim": 4, "passage_count": 1})
+    open_store(store).close()  # may stamp the files
+    calls = []
+    real = manifest.sha256_file
+    monkeypatch.setattr(manifest, "sha256_file", lambda p, *a, **k: calls.append(str(p)) or real(p, *a, **k))
+    code, out, err = run(capsys, "kb", "verify", str(store))
+    assert code == 0, err
+    assert sorted(calls) == sorted(str(store / n) for n in ("store.sqlite", "hnsw.bin"))  # hashed, not stamped
+    assert "ok     hnsw.bin" in out and "ok     store.sqlite" in out and "store_sha256" in out
+    db = store / "store.sqlite"
+    data = bytearray(db.read_bytes())
+    data[-10] ^= 0xFF  # same size, other bytes
+    db.write_bytes(bytes(data))
+    code, out, err = run(capsys, "kb", "verify", str(store))
+    assert code == 1 and "FAILED store.sqlite" in out and "ok     hnsw.bin" in out and "sha256" in err
+    code, out, err = run(capsys, "kb", "verify", str(tmp_path / "missing"))
+    assert code == 2 and err.startswith("error: ") and "does not exist" in err

@@ -253,3 +253,37 @@ def test_check_embedder(store):
     Fake.sha256 = "b" * 64
     with pytest.raises(StoreError, match="sha256"):
         store.check_embedder(Fake())
+
+
+# --- the HNSW index is optional ------------------------------------------------------------
+
+
+def test_store_without_hnsw_opens_and_says_how_to_add_it(tmp_path):
+    path = tmp_path / "s"
+    w = StoreWriter(path, DIM, hnsw=False)
+    vecs = _vectors(2, 3)
+    w.add_page("Alpha Centauri", PAGES["Alpha Centauri"][0], vecs, ("Alpha Cen",))
+    w.finish({"embed_model": "test-embed", "embed_sha256": "a" * 64, "dim": DIM, "passage_count": 2})
+    assert sorted(p.name for p in path.iterdir()) == ["manifest.json", "store.sqlite"]
+    assert set(json.loads((path / MANIFEST_NAME).read_text())["files"]) == {"store.sqlite"}
+    with open_store(path) as s:
+        assert not s.has_hnsw and s.info()["hnsw"] is False and set(s.info()["files"]) == {"store.sqlite"}
+        # everything topic-restricted works without the index
+        np.testing.assert_array_equal(s.page_vectors("Alpha Cen"), vecs)
+        assert s.search_bm25("Southern Hemisphere", k=1, title="Alpha Centauri")[0][0].ordinal == 1
+        with pytest.raises(StoreError, match=r"no HNSW index.*--search-all.*kb build .*--hnsw --force"):
+            s.search_vectors(vecs[0], k=1)
+
+
+def test_store_with_hnsw_says_so(store):
+    assert store.has_hnsw and store.info()["hnsw"] is True
+
+
+def test_manifest_must_list_the_database(tmp_path):
+    path = tmp_path / "s"
+    write_store(path)
+    m = json.loads((path / MANIFEST_NAME).read_text())
+    del m["files"]["store.sqlite"]
+    (path / MANIFEST_NAME).write_text(json.dumps(m))
+    with pytest.raises(StoreError, match="does not list store.sqlite"):
+        open_store(path)

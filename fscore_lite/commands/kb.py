@@ -38,6 +38,15 @@ def build(
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for embedding.")] = None,
     models_dir: Annotated[Optional[Path], typer.Option("--models-dir", help="Model bundle folder.")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Passages per embedding batch.")] = 32,
+    hnsw: Annotated[
+        bool,
+        typer.Option(
+            "--hnsw",
+            help="Also build an HNSW index over all passages (hnsw.bin), needed only for store-wide search "
+            "(`score --search-all`, `kb search` without --title). Off by default: retrieval for a known topic "
+            "ranks the page's vectors exactly without it.",
+        ),
+    ] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress line.")] = False,
 ) -> None:
@@ -67,6 +76,7 @@ def build(
         batch_size=batch_size,
         overwrite=force,
         progress=not quiet,
+        hnsw=hnsw,
     )
     _echo_json(stats.to_json())
 
@@ -82,6 +92,31 @@ def info(
     path = store or Settings().store
     with open_store(path, verify=not no_verify) as s:
         _echo_json(s.info())
+
+
+@app.command()
+def verify(
+    store: Annotated[Optional[Path], typer.Argument(help="Store folder (default: the configured store).")] = None,
+) -> None:
+    """Recompute the sha256 of every store file (ignoring verified stamps); exit 1 naming any file that fails.
+
+    Opening a store (score, kb info, kb search) re-hashes a file only when it changed since it was last
+    verified; this command always hashes everything.
+    """
+    from ..store import open_store, verify_store
+
+    path = store or Settings().store
+    results = verify_store(path)
+    failed = [name for name, problem in results if problem]
+    for name, problem in results:
+        if problem:
+            typer.echo(f"FAILED {name}: {problem}", err=True)
+        typer.echo(f"{'FAILED' if problem else 'ok    '} {name}")
+    if failed:
+        typer.echo(f"{len(failed)} file(s) of {path} failed verification: {', '.join(failed)}", err=True)
+        raise typer.Exit(1)
+    with open_store(path, verify=False) as s:  # the database opens and has the store's schema
+        typer.echo(f"ok     {path} (store_sha256 {s.sha256})")
 
 
 @app.command()
