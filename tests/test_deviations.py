@@ -1,0 +1,147 @@
+"""Every deviation from the reference is named, recorded and visible (no model needed).
+
+- a sentence that is a demo goes to the LM by default (the reference); ``--demo-shortcut``
+  answers it with the demo's facts, and the summary says which;
+- spaCy failing to load skips the date/number clean-up with one warning, and the summary says so;
+- ``q2 --backend auto`` giving a role to the LLM warns on stderr and records it per role;
+- NP's passage text (markers removed) is named in the summary settings.
+"""
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+
+from fscore_lite.factscore import atomic_facts as af
+
+
+class FakeLLM:
+    name, sha256 = "fake-llm", "f" * 64
+
+    def __init__(self):
+        self.prompts: list[str] = []
+
+    def generate(self, prompt, max_tokens, stop):
+        self.prompts.append(prompt)
+        return " - An LM fact.\n"
+
+
+def test_demo_sentence_goes_to_the_lm_by_default():
+    demo, demo_facts = next(iter(af.load_demos().items()))
+    llm = FakeLLM()
+    gen = af.AtomicFactGenerator(llm)
+    assert gen.facts_for_sentence(demo) == ["An LM fact."]
+    assert len(llm.prompts) == 1 and llm.prompts[0].endswith(f"facts: {demo}\n")
+    assert gen.describe()["demo_sentences"] == "sent to the LM (reference)"
+
+    llm2 = FakeLLM()
+    short = af.AtomicFactGenerator(llm2, demo_shortcut=True)
+    assert short.facts_for_sentence(demo) == list(demo_facts) and llm2.prompts == []
+    assert short.facts_for_sentence("Ann Lee is a painter.") == ["An LM fact."]  # other sentences: the LM
+    assert "--demo-shortcut" in short.describe()["demo_sentences"]
+
+
+def test_score_cli_has_the_demo_shortcut_option():
+    from typer.testing import CliRunner
+
+    from fscore_lite.cli import app
+
+    out = CliRunner().invoke(app, ["score", "--help"], terminal_width=200).output
+    assert "--demo-shortcut" in out and "--max-output-chars" in out
+
+
+def test_spacy_failure_is_warned_once_and_recorded(monkeypatch, capsys):
+    monkeypatch.setattr(af, "_load_spacy", lambda: (None, "OSError: [E050] Can't find model"))
+    af._warn_spacy_skipped.cache_clear()
+    pairs = [("He was born in 1950.", ["He was born in 1962."])]
+    assert af.postprocess(pairs, []) == pairs  # skipped: the raw facts stay
+    assert af.postprocess(pairs, []) == pairs
+    err = capsys.readouterr().err
+    assert err.count("warning: spaCy") == 1 and "clean-up of atomic facts is skipped" in err
+    assert af.AtomicFactGenerator(FakeLLM()).describe()["spacy_cleanup"] == "skipped: OSError: [E050] Can't find model"
+    af._warn_spacy_skipped.cache_clear()
+
+
+def test_spacy_cleanup_recorded_as_applied_when_it_loads(monkeypatch):
+    monkeypatch.setattr(af, "_load_spacy", lambda: (object(), None))
+    assert af.spacy_cleanup_status() == f"applied ({af.SPACY_MODEL})"
+
+
+def test_factscore_summary_settings_name_the_deviations():
+    """FactScorer.describe() reports the atomic-fact settings and NP's passage text."""
+    from fscore_lite.factscore.npm import PASSAGE_TEXT
+    from fscore_lite.factscore.pipeline import FactScorer, ScoreOptions
+    from fscore_lite.settings import Settings
+
+    scorer = object.__new__(FactScorer)
+    comp = types.SimpleNamespace(name="x", sha256="0" * 64)
+    scorer.llm, scorer.embedder, scorer.npm = comp, comp, None
+    scorer.bundle = types.SimpleNamespace(entries={})
+    scorer.store = types.SimpleNamespace(path="store", sha256="1" * 64, meta={})
+    scorer.settings = Settings(threads=2)
+    for shortcut, npm in ((False, False), (True, True)):
+        scorer.options = ScoreOptions(demo_shortcut=shortcut, npm=npm)
+        scorer.generator = af.AtomicFactGenerator(FakeLLM(), demo_shortcut=shortcut)
+        s = scorer.describe()["settings"]
+        assert s["atomic_facts"] == scorer.generator.describe()
+        assert ("--demo-shortcut" in s["atomic_facts"]["demo_sentences"]) is shortcut
+        assert s["atomic_facts"]["spacy_cleanup"].startswith(("applied (", "skipped: "))
+        assert s["npm_passages"] == (PASSAGE_TEXT if npm else None)
+        assert s["threads"] == 2
+
+
+def test_q2_auto_backend_warns_and_records_llm_stand_ins(tmp_path, monkeypatch, capsys):
+    import fscore_lite.backends.llm as llm_mod
+    from fscore_lite.q2.roles import load_roles
+    from fscore_lite.settings import Settings
+
+    monkeypatch.setattr(llm_mod, "load_llm", lambda *a, **k: FakeLLM())
+    settings = Settings(home=tmp_path, models_dir=tmp_path / "models", threads=1)  # no ONNX model installed
+    roles = load_roles(settings, backend="auto")
+    err = capsys.readouterr().err
+    assert err.count("warning: --backend auto") == 1
+    assert "qg, qa, nli" in err and "not the paper's Q2" in err and "contradiction" in err
+    d = roles.describe()
+    for role in ("qg", "qa", "nli"):
+        assert d[role]["backend"] == "llm"
+        assert d[role]["selection"] == "auto: no ONNX model installed, LLM stand-in"
+    json.dumps(d)  # the summary can hold it
+
+    roles = load_roles(settings, backend="llm")  # asked for explicitly: recorded, no warning
+    assert capsys.readouterr().err == ""
+    assert {r: v["selection"] for r, v in roles.describe().items()} == {r: "--backend llm" for r in ("qg", "qa", "nli")}
+
+
+def test_verifier_text_rule_is_used_without_logprobs():
+    """With use_logprobs=False the verdict comes from the generated text (SPEC §6, text rule)."""
+    from fscore_lite.factscore.retrieve import Evidence
+    from fscore_lite.factscore.verify import Verifier
+    from fscore_lite.store import Passage
+
+    answers = {"A.": "True", "B.": "False, it is not", "C.": "I cannot say", "D.": "It is true... no, false"}
+
+    class TextLLM:
+        def generate(self, prompt, max_tokens, stop):
+            assert stop == ("\n",) and prompt.endswith("True or False?\nOutput:")
+            return answers[prompt.split("Input: ")[1].split(" True or False?")[0]]
+
+    ev = [Evidence(Passage(1, "T", "<s>T is a thing.</s>", 0), 1.0, 0)]
+    verdicts = Verifier(TextLLM(), use_logprobs=False).verify("T", list(answers), [ev] * len(answers))
+    assert [v.is_supported for v in verdicts] == [True, False, False, False]
+    assert all(v.rule == "text" and v.margin is None for v in verdicts)
+
+
+@pytest.mark.parametrize("answer,expected", [
+    ("untrue", True),  # the reference tests substrings: "untrue" contains "true"
+    ("TRUE", True), ("It's False.", False),
+    ("false at first, but true", True),  # both: the later one wins
+    ("true at first, but false", False),
+    ("", True), ("   ", True),  # neither word, no negative cue: supported
+    ("No information.", False), ("not", False), ("nothing", True),  # whole words only: "nothing" is no cue
+    ("It is unknown!", False),
+])
+def test_text_decision_rule_edge_cases(answer, expected):
+    from fscore_lite.factscore.verify import decide_from_text
+
+    assert decide_from_text(answer) is expected
