@@ -1,7 +1,9 @@
 """SQLite cache of model calls: (model sha256, kind, exact input) → JSON output.
 
 A rerun with the same model files and inputs makes no model calls. The schema carries a
-version so that later releases can migrate it.
+version so that later releases can migrate it. Each row records when it was written
+(``created``, Unix seconds; schema 2), so that ``fscore-lite cache prune`` can drop rows by age
+and by model; ``cache info`` shows the file's size and what it holds (:func:`cache_info`).
 """
 from __future__ import annotations
 
@@ -9,10 +11,11 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: calls.created
 
 
 class CallCache:
@@ -30,8 +33,9 @@ class CallCache:
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS calls (model TEXT, kind TEXT, key TEXT, input TEXT, output TEXT,"
-            " PRIMARY KEY (model, kind, key))"
+            " created REAL, PRIMARY KEY (model, kind, key))"
         )
+        _migrate(self._db)
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         self._db.commit()
 
@@ -52,8 +56,8 @@ class CallCache:
         key, text = self._key(payload)
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?)",
-                (model, kind, key, text, json.dumps(output, ensure_ascii=False)),
+                "INSERT OR REPLACE INTO calls (model, kind, key, input, output, created) VALUES (?,?,?,?,?,?)",
+                (model, kind, key, text, json.dumps(output, ensure_ascii=False), time.time()),
             )
             self._db.commit()
 
@@ -70,3 +74,115 @@ class CallCache:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Schema 1 → 2: add ``calls.created`` (rows from before have NULL: their age is unknown)."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(calls)")}
+    if "created" not in columns:
+        db.execute("ALTER TABLE calls ADD COLUMN created REAL")
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+
+def cache_files(path: str | Path) -> list[Path]:
+    """The cache database and its WAL/shared-memory companions that exist."""
+    p = Path(path)
+    return [f for f in (p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm")) if f.exists()]
+
+
+def cache_size(path: str | Path) -> int:
+    """Bytes on disk of the cache (database plus WAL files)."""
+    return sum(f.stat().st_size for f in cache_files(path))
+
+
+def _open_existing(path: Path) -> sqlite3.Connection:
+    from .errors import FscoreError
+
+    if path.is_dir():
+        raise FscoreError(f"the call cache {path} is a folder, not an SQLite file")
+    try:
+        cache = CallCache(path)  # creates nothing new for an existing file; migrates schema 1
+    except sqlite3.DatabaseError as e:
+        raise FscoreError(f"the call cache {path} is not a readable SQLite database: {e}") from None
+    return cache._db
+
+
+def cache_info(path: str | Path, names: dict[str, str] | None = None) -> dict:
+    """What the cache at ``path`` holds: size on disk, rows, and per model (sha256) rows by kind,
+    bytes of stored input/output and the oldest/newest row (Unix seconds; None when unknown).
+    ``names`` maps model sha256s to names for display. A missing cache is reported, not created."""
+    p = Path(path)
+    names = names or {}
+    if not p.exists():
+        return {"path": str(p), "exists": False, "size_bytes": 0, "rows": 0, "models": []}
+    db = _open_existing(p)
+    try:
+        models = []
+        for model, rows, nbytes, oldest, newest, unknown in db.execute(
+            "SELECT model, count(*), sum(length(CAST(input AS BLOB)) + length(CAST(output AS BLOB))),"
+            " min(created), max(created), sum(created IS NULL) FROM calls GROUP BY model ORDER BY model"
+        ):
+            kinds = dict(db.execute("SELECT kind, count(*) FROM calls WHERE model = ? GROUP BY kind ORDER BY kind",
+                                    (model,)))
+            models.append({"model": model, "name": names.get(model), "rows": rows, "kinds": kinds,
+                           "stored_bytes": nbytes or 0, "oldest": oldest, "newest": newest,
+                           "rows_of_unknown_age": unknown})
+        rows = db.execute("SELECT count(*) FROM calls").fetchone()[0]
+    finally:
+        db.close()
+    return {"path": str(p), "exists": True, "size_bytes": cache_size(p), "rows": rows, "models": models}
+
+
+def cache_models(path: str | Path) -> list[str]:
+    """The distinct model sha256s with rows in the cache (empty for a missing cache)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    db = _open_existing(p)
+    try:
+        return [r[0] for r in db.execute("SELECT DISTINCT model FROM calls ORDER BY model")]
+    finally:
+        db.close()
+
+
+def prune(path: str | Path, *, older_than_days: float | None = None, models: list[str] | None = None,
+          dry_run: bool = False, now: float | None = None) -> dict:
+    """Delete the cache rows written more than ``older_than_days`` days ago (rows of unknown age,
+    from before schema 2, count as older) and/or belonging to ``models`` (sha256s); with both,
+    only rows matching both. The file is then vacuumed, so that it shrinks. Returns counts and sizes."""
+    from .errors import FscoreError
+
+    if older_than_days is None and models is None:
+        raise FscoreError("cache prune needs --older-than DAYS and/or --model SHA_OR_NAME")
+    if older_than_days is not None and not older_than_days >= 0:
+        raise FscoreError(f"--older-than must be 0 or more days, not {older_than_days}")
+    p = Path(path)
+    if not p.exists():
+        return {"path": str(p), "deleted": 0, "remaining": 0, "size_before": 0, "size_after": 0, "dry_run": dry_run}
+    where, params = [], []
+    if older_than_days is not None:
+        cutoff = (time.time() if now is None else now) - older_than_days * 86400.0
+        where.append("(created IS NULL OR created < ?)")
+        params.append(cutoff)
+    if models is not None:
+        where.append(f"model IN ({','.join('?' * len(models))})" if models else "0")
+        params.extend(models)
+    size_before = cache_size(p)
+    db = _open_existing(p)
+    try:
+        cond = " AND ".join(where)
+        if dry_run:
+            deleted = db.execute(f"SELECT count(*) FROM calls WHERE {cond}", params).fetchone()[0]
+        else:
+            with db:
+                deleted = db.execute(f"DELETE FROM calls WHERE {cond}", params).rowcount
+            if deleted:
+                db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        remaining = db.execute("SELECT count(*) FROM calls").fetchone()[0] - (deleted if dry_run else 0)
+    except sqlite3.OperationalError as e:
+        raise FscoreError(f"could not prune the call cache {p}: {e} (is a run using it right now?)") from None
+    finally:
+        db.close()
+    return {"path": str(p), "deleted": deleted, "remaining": remaining, "size_before": size_before,
+            "size_after": size_before if dry_run else cache_size(p), "dry_run": dry_run}

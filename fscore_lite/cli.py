@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from .commands import kb, metaeval, models, q2, score
+from .commands import cache, kb, metaeval, models, q2, score
 from .commands import report as report_cmd
 from .errors import FscoreError
 
@@ -25,6 +25,7 @@ report_cmd.register(app)
 app.add_typer(kb.app, name="kb", help="Build and inspect passage stores.")
 app.add_typer(models.app, name="models", help="Install, list, verify and export model bundles.")
 app.add_typer(metaeval.app, name="meta-eval", help="Reproduce the papers' evaluations on annotated data.")
+app.add_typer(cache.app, name="cache", help="Show the model-call cache's size and contents; prune it by age or model.")
 
 
 def main(argv: list[str] | None = None) -> None:
