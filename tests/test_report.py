@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
+from dataclasses import asdict
 from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fscore_lite.factscore.atomic_facts import SentenceFacts  # score's sentences are asdict(SentenceFacts)
 from fscore_lite.factscore.score import aggregate, response_score
 from fscore_lite.report import bootstrap_ci, paired_difference, score_ci95, write_report
 from fscore_lite.report.figures import position_bin
@@ -60,7 +59,7 @@ def bios_run(data_dir: Path, subject: str, n: int = N_BIOS, step: int = 7) -> li
                 sents, decs = [], []
                 for a in d["annotations"]:
                     facts = [h for h in a.get("human-atomic-facts") or [] if h["label"] != "IR"]
-                    sents.append({"text": a["text"], "facts": [h["text"] for h in facts]})
+                    sents.append(asdict(SentenceFacts(a["text"], [h["text"] for h in facts])))
                     for k, h in enumerate(facts):
                         decs.append(_decision(h["text"], h["label"] == "S", round(2.0 if h["label"] == "S" else -1.5, 4),
                                               [{"id": 1000 + k, "title": d["topic"], "score": round(0.9 - 0.1 * k, 5)}]))
@@ -108,11 +107,9 @@ def small_run(store: dict) -> list[dict]:
                "She was born in Paris.")
     recs = [
         scored_record({"topic": "Ada Lovelace", "output": ada_out, "cat": ["rare", "Europe/Middle East"]},
-                      [{"text": "Ada Lovelace was an English mathematician.",
-                        "facts": ["Ada Lovelace was English.", "Ada Lovelace was a mathematician."]},
-                       {"text": "She worked on the Analytical Engine.",
-                        "facts": ["Ada Lovelace worked on the Analytical Engine."]},
-                       {"text": "She was born in Paris.", "facts": ["Ada Lovelace was born in Paris."]}],
+                      [asdict(SentenceFacts("Ada Lovelace was an English mathematician.", ["Ada Lovelace was English.", "Ada Lovelace was a mathematician."])),
+                       asdict(SentenceFacts("She worked on the Analytical Engine.", ["Ada Lovelace worked on the Analytical Engine."])),
+                       asdict(SentenceFacts("She was born in Paris.", ["Ada Lovelace was born in Paris."]))],
                       [_decision("Ada Lovelace was English.", True, 3.1, ev_ada),
                        _decision("Ada Lovelace was a mathematician.", True, 2.5, ev_ada),
                        _decision("Ada Lovelace worked on the Analytical Engine.", True, 1.25, ev_ada,
@@ -438,6 +435,7 @@ def test_cli_writes_the_report(runs, tmp_path):
     bad.write_text('{"topic": "x"}\n', encoding="utf-8")
     res = CliRunner().invoke(app, ["report", str(bad), "-o", str(tmp_path / "x.html")])
     assert res.exit_code != 0
+    assert "neither `score` output" in str(res.exception)  # main() prints it as "error: ..." with status 2
     assert not (tmp_path / "x.html").exists()
 
 

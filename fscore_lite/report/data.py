@@ -47,6 +47,12 @@ def fact_json(d: dict, passage_key) -> dict:
     return out
 
 
+def sentence_text(s: dict) -> str:
+    """A sentence of ``score``'s output: ``{"sentence", "facts"}`` (``"text"`` accepted too)."""
+    v = s.get("sentence", s.get("text", ""))
+    return v if isinstance(v, str) else ""
+
+
 def sentence_groups(rec: dict, n_facts: int) -> list[dict] | None:
     """Sentences with the indexes of their facts, when the record's sentences account for
     exactly its decisions (facts are generated sentence by sentence, in order)."""
@@ -56,7 +62,7 @@ def sentence_groups(rec: dict, n_facts: int) -> list[dict] | None:
     out, i = [], 0
     for s in sents:
         k = len(s.get("facts") or [])
-        out.append({"x": s.get("text", ""), "f": list(range(i, i + k))})
+        out.append({"x": sentence_text(s), "f": list(range(i, i + k))})
         i += k
     return out if i == n_facts else None
 
@@ -101,7 +107,7 @@ def factscore_run(run: Run, index: int, *, category_field: str = "cat", bins: in
             item["err"] = str(r["error"])
         if item["sents"] is None:
             if isinstance(r.get("sentences"), list) and not fl:  # no_facts: show the sentences, no highlights
-                item["out"] = " ".join(s.get("text", "") for s in r["sentences"])
+                item["out"] = " ".join(sentence_text(s) for s in r["sentences"])
             elif isinstance(r.get("output"), str):
                 item["out"] = r["output"]
         responses.append(item)
