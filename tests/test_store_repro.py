@@ -71,3 +71,22 @@ def test_build_without_hnsw_is_reproducible_and_has_no_index(tmp_path, minilm_em
         wide = Retriever(s, minilm_embedder, k=2, search_all=True)
         with pytest.raises(StoreError, match=r"no HNSW index.*rebuilding the store with .*--hnsw"):
             wide.retrieve("Not A Page", "He is a footballer.")
+
+
+@pytest.mark.llm
+def test_score_search_all_without_hnsw_says_how_to_add_it(tmp_path, minilm_embedder, minilm_bundle_dir, capsys):
+    """`score --search-all` on a store built without --hnsw: exit 2 with the rebuild command."""
+    from fscore_lite.cli import main
+
+    from .conftest import TEST_LLM
+
+    store = tmp_path / "store"
+    build_store(EXAMPLES / "pages.jsonl", store, embedder=minilm_embedder, progress=False)
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"topic": "Nobody Known", "facts": ["He was a footballer."]}) + "\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        main(["score", str(src), "-o", str(tmp_path / "out.jsonl"), "--store", str(store), "--search-all",
+              "--llm", TEST_LLM, "--threads", "1", "--no-cache", "--quiet"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and err.startswith("error: "), err
+    assert "no HNSW index" in err and "--hnsw" in err and "Traceback" not in err
