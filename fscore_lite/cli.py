@@ -11,6 +11,7 @@ import typer
 
 from .commands import cache, kb, metaeval, models, q2, score
 from .commands import report as report_cmd
+from .commands import doctor as doctor_cmd
 from .errors import FscoreError
 
 app = typer.Typer(
@@ -22,6 +23,7 @@ app = typer.Typer(
 score.register(app)
 q2.register(app)
 report_cmd.register(app)
+doctor_cmd.register(app)
 app.add_typer(kb.app, name="kb", help="Build and inspect passage stores.")
 app.add_typer(models.app, name="models", help="Install, list, verify and export model bundles.")
 app.add_typer(metaeval.app, name="meta-eval", help="Reproduce the papers' evaluations on annotated data.")

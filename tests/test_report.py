@@ -582,3 +582,66 @@ def test_browser_500_responses_open_fast(tmp_path, data_dir, browser_page):
     page.locator("#factscore-list .resp .rhead").nth(last).click()
     assert page.locator("#factscore-list .resp").nth(last).locator(".sent").count() == len(recs[last]["sentences"])
     assert log["external"] == [] and log["console_errors"] == [] and log["page_errors"] == []
+
+
+# ---- doctor and --json ---------------------------------------------------------------------------
+def _toy_bundle(root: Path) -> Path:
+    from fscore_lite.manifest import Bundle, ModelEntry, describe_file
+
+    bundle = Bundle(root)
+    for name, role, size in (("toy-llm", "llm", 5000), ("toy-embed", "embed", 3000)):
+        (root / name).mkdir(parents=True)
+        (root / name / "w.bin").write_bytes(bytes(range(256)) * (size // 256))
+        bundle.add(ModelEntry(name=name, role=role, architecture="toy", quantization="Q8_0", license="MIT (toy)",
+                              source="test", files=(describe_file(root, f"{name}/w.bin", "weights"),)))
+    bundle.save()
+    return root
+
+
+def test_models_list_json_has_the_table_fields(tmp_path):
+    from typer.testing import CliRunner
+
+    from fscore_lite.cli import app
+    from fscore_lite.manifest import Bundle
+
+    root = _toy_bundle(tmp_path / "bundle")
+    res = CliRunner().invoke(app, ["models", "list", "--json", "--models-dir", str(root)])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    entries = Bundle(root).entries
+    assert [m["name"] for m in got["models"]] == ["toy-llm", "toy-embed"]  # role order, as the table
+    llm = got["models"][0]
+    assert llm == {"name": "toy-llm", "role": "llm", "quantization": "Q8_0", "size": 4864,
+                   "sha256": entries["toy-llm"].sha256, "license": "MIT (toy)"}
+
+
+def test_doctor_reports_installed_and_missing(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from fscore_lite.cli import app
+
+    home = tmp_path / "home"
+    for var in ("FSCORE_LITE_MODELS", "FSCORE_LITE_STORE", "FSCORE_LITE_LLM"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("FSCORE_LITE_HOME", str(home))
+    monkeypatch.setenv("FSCORE_LITE_LLM", "toy-llm")
+    _toy_bundle(home / "models")
+    store = write_store(home / "stores" / "mine")
+    (home / "calls.sqlite").write_bytes(b"x" * 1234)
+    res = CliRunner().invoke(app, ["doctor", "--json", "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["threads"] == 1 and d["cache"]["size"] == 1234
+    assert {m["name"]: m["ok"] for m in d["models"]} == {"toy-llm": True, "toy-embed": True}
+    (s,) = d["stores"]
+    assert s["ok"] and s["sha256"] == store["sha256"] and s["passages"] == 4 and s["pages"] == 2
+    missing = "\n".join(d["missing"])
+    assert "embedder all-minilm-l6-v2-int8 is not installed" in missing
+    assert "test-embed, which is not installed" in missing  # the store's embedder
+    assert "default store" in missing and "stores/demo does not exist" in missing
+    assert d["versions"]["numpy"] == np.__version__
+    # a damaged model file is reported, with the fix
+    (home / "models" / "toy-llm" / "w.bin").write_bytes(b"short")
+    text = CliRunner().invoke(app, ["doctor"]).stdout
+    assert "BAD llm" in text and "toy-llm: toy-llm/w.bin has 5 bytes" in text
+    assert "mine" in text and store["sha256"][:12] in text

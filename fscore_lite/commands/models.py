@@ -39,10 +39,20 @@ def _size(n: int) -> str:
 
 
 @app.command("list")
-def list_models(models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP)) -> None:
+def list_models(models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP),
+                as_json: bool = typer.Option(False, "--json", help="Print JSON (the table's fields, full sha256 and size in bytes).")) -> None:
     """Show the models of a bundle: name, role, quantization, size, sha256 prefix, licence."""
     root = _models_dir(models_dir)
     bundle = Bundle(root)
+    if as_json:
+        import json
+
+        typer.echo(json.dumps({"models_dir": str(root), "models": [
+            {"name": e.name, "role": e.role, "quantization": e.quantization, "size": sum(f.size for f in e.files),
+             "sha256": e.sha256, "license": e.license}
+            for e in sorted(bundle.entries.values(),
+                            key=lambda e: (ROLES.index(e.role) if e.role in ROLES else 99, e.name))]}, indent=2))
+        return
     if not bundle.entries:
         typer.echo(f"no models in {root} (run `fscore-lite models install-default`)")
         return
