@@ -82,7 +82,7 @@ STORE_PAGES = {
 
 
 def write_store(path: Path) -> dict:
-    from index_builder.writer import StoreWriter
+    from fscore_lite_index.writer import StoreWriter
 
     w = StoreWriter(path, 4)
     rng = np.random.default_rng(0)
@@ -560,6 +560,8 @@ def test_browser_q2_view(tmp_path, browser_page):
     assert row.locator("tr.qa.active").count() == 1
     assert page.locator("#q2-roc polyline.roc").count() >= 1
     assert log["external"] == [] and log["console_errors"] == [] and log["page_errors"] == []
+    (REPO / "out").mkdir(exist_ok=True)
+    page.screenshot(path=str(REPO / "out" / "report-q2.png"), full_page=True)
 
 
 def test_browser_500_responses_open_fast(tmp_path, data_dir, browser_page):

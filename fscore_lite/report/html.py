@@ -33,6 +33,10 @@ def _attr(v) -> str:
     return "" if v is None else escape(repr(v) if isinstance(v, float) else str(v))
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def _short(h) -> str:
     return "—" if not h else f'<span class="hash" title="{escape(h)}">{escape(h[:12])}</span>'
 
@@ -156,7 +160,7 @@ def _factscore_section(fs: list[dict], runs: list[Run], *, bins: int, n_boot: in
                         f'data-nsent="{nsent}" data-topic="{escape(resp["t"].lower())}"><div class="rhead">'
                         f'<span class="topic">{escape(resp["t"])}</span><span class="rn">{escape(r["name"])}</span>'
                         f'<span class="badge st-{escape(resp["st"])}">{escape(resp["st"])}</span>'
-                        f'<span class="rn">{nf} facts, {ns} not supported</span><span class="sc">{score}</span>'
+                        f'<span class="rn">{_plural(nf, "fact")}, {ns} not supported</span><span class="sc">{score}</span>'
                         f'</div><div class="rbody" hidden></div></div>')
     h.append('<div class="legend note">Sentence colour: share of its facts supported — '
              '<span style="background:hsl(0,70%,80%)">0%</span><span style="background:hsl(60,70%,80%)">50%</span>'
@@ -227,7 +231,7 @@ def _q2_section(q2: list[dict]) -> str:
                         f'data-topic="{escape((resp.get("topic") or "") .lower() + " " + resp["r"].lower())}">'
                         f'<div class="rhead"><span class="topic">{escape(label)}</span><span class="rn">{escape(r["name"])}'
                         f'</span><span class="badge st-{escape(resp["st"])}">{escape(resp["st"])}</span>'
-                        f'<span class="rn">{len(resp["qs"])} questions</span><span class="sc">{_num(resp["q2"])}</span>'
+                        f'<span class="rn">{_plural(len(resp["qs"]), "question")}</span><span class="sc">{_num(resp["q2"])}</span>'
                         f'</div><div class="rbody" hidden></div></div>')
     h.append(f'<div id="q2-list">{"".join(rows)}</div></section>')
     return "".join(h)
