@@ -82,7 +82,10 @@ STORE_PAGES = {
 
 
 def write_store(path: Path) -> dict:
-    from fscore_lite_index.writer import StoreWriter
+    try:
+        from fscore_lite_index.writer import StoreWriter
+    except ModuleNotFoundError:  # the package's name before the rename
+        from index_builder.writer import StoreWriter
 
     w = StoreWriter(path, 4)
     rng = np.random.default_rng(0)
