@@ -11,22 +11,48 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-SPLITTER = "nltk-punkt-untrained+abbreviations"
+SPLITTER = "nltk-punkt-untrained+abbreviations+sentence-starters+ascii-quotes"
 
 ABBREVIATIONS = (
     "mr mrs ms dr prof sr jr st mt ft gen col lt sgt capt cmdr adm gov sen rep rev hon pres "
-    "vs etc al e.g i.e u.s u.k u.n a.m p.m no nos vol pp ed eds inc ltd co corp bros dept univ "
-    "jan feb mar apr jun jul aug sep sept oct nov dec approx est ca b d"
+    "vs etc al e.g i.e u.s u.k u.n a.m p.m nos vol pp ed eds inc ltd co corp bros dept univ pvt "
+    "jan feb mar apr jun jul aug sep sept oct nov dec approx est ca"
+).split() + list("abcdefghijklmnopqrstuvwy")
+# Single letters are abbreviations (initials, "c. 1961", "Ramesses V. He") as in the pretrained
+# model, except x and z ("Static-X. Andreas", "Jay-Z. Dom" end sentences there). "no" is not
+# one: the reference ends a sentence at "No." before a number.
+
+# Words the pretrained model has seen lower-case inside sentences and capitalised only at their
+# start: after an abbreviation (or "...") a capitalised one of them begins a new sentence
+# (Punkt's orthographic heuristic), as in "Frank Jr. He is ..." or "Co. Ltd. The company ...".
+SENTENCE_STARTERS = (
+    "a an the he she it they we i you his her its their our my this that these those there here "
+    "in on at after before during since when while as by for from with without under over of to "
+    "however although though but and or so yet also then today later now born some many most all "
+    "both each one two three several other another such his him them who which what where why how "
+    "if despite following throughout between among according besides like unlike"
 ).split()
 
 
 @lru_cache(maxsize=1)
 def _punkt():
-    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+    from nltk.tokenize.punkt import _ORTHO_BEG_UC, _ORTHO_MID_LC, PunktLanguageVars, PunktParameters
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+    class ReferenceLanguageVars(PunktLanguageVars):
+        """NLTK as the reference ran it: only ASCII quotes and brackets may follow a
+        sentence-final period (NLTK 3.9 added curly quotes, so ``“Title.” Next`` would split
+        where the reference does not)."""
+
+        @property
+        def _re_non_word_chars(self):
+            return r"(?:[)\";}\]\*:@\'\({\[!?])"
 
     params = PunktParameters()
     params.abbrev_types = set(ABBREVIATIONS)
-    return PunktSentenceTokenizer(params)
+    for word in SENTENCE_STARTERS:
+        params.add_ortho_context(word, _ORTHO_BEG_UC | _ORTHO_MID_LC)
+    return PunktSentenceTokenizer(params, lang_vars=ReferenceLanguageVars())
 
 
 def sent_tokenize(paragraph: str) -> list[str]:
