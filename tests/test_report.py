@@ -82,10 +82,7 @@ STORE_PAGES = {
 
 
 def write_store(path: Path) -> dict:
-    try:
-        from fscore_lite_index.writer import StoreWriter
-    except ModuleNotFoundError:  # the package's name before the rename
-        from index_builder.writer import StoreWriter
+    from fscore_lite_index.writer import StoreWriter
 
     w = StoreWriter(path, 4)
     rng = np.random.default_rng(0)
@@ -650,3 +647,39 @@ def test_doctor_reports_installed_and_missing(tmp_path, monkeypatch):
     text = CliRunner().invoke(app, ["doctor"]).stdout
     assert "BAD llm" in text and "toy-llm: toy-llm/w.bin has 5 bytes" in text
     assert "mine" in text and store["sha256"][:12] in text
+
+
+def test_human_beside_estimated(tmp_path, data_dir):
+    """An estimator-error-rate run (precomputed model facts, gamma 0, as meta-eval factscore-er
+    writes it) with --human: the human FActScore of the same bios, side by side, paired."""
+    from typer.testing import CliRunner
+
+    from fscore_lite.cli import app
+    from fscore_lite.metaeval.factscore_human import human_score
+    from fscore_lite.metaeval.labeled import load_subject
+
+    bios = [b for b in load_subject(data_dir, "InstructGPT") if b.responded and b.model_facts()][:12]
+    recs = []
+    for k, b in enumerate(bios):
+        facts = b.model_facts()
+        decs = [_decision(f, (i + k) % 3 != 0, 0.5, []) for i, f in enumerate(facts)]
+        recs.append(scored_record({"topic": b.topic, "facts": facts, "bio_line": b.line}, None, decs, gamma=0))
+    run = write_run(tmp_path / "er-InstructGPT-parity.jsonl", recs)
+    (tmp_path / "er-InstructGPT-parity.summary.json").write_text(json.dumps(aggregate(recs, gamma=0)))
+    out = tmp_path / "h.html"
+    res = CliRunner().invoke(app, ["report", str(run), "-o", str(out), "--human", str(data_dir)])
+    assert res.exit_code == 0, res.output
+    dom = Dom(out.read_text(encoding="utf-8"))
+    names = [r["name"] for r in dom.data()["factscore"]]
+    assert names == ["er-InstructGPT-parity", "human: InstructGPT (er-InstructGPT-parity)"]
+    scores = {int(r["data-run"]): float(s["data-value"])
+              for r, s in zip(dom.find("tr", "run"), dom.find("td", "score"))}
+    want_human = sum(human_score(b) for b in bios) / len(bios)
+    assert scores[1] == pytest.approx(want_human, abs=1e-6)
+    assert scores[0] == pytest.approx(aggregate(recs, gamma=0)["score"])
+    (pair,) = dom.find("tr", "pair")
+    assert int(pair["data-n"]) == len(bios)
+    assert abs(float(pair["data-mean"])) == pytest.approx(abs(scores[0] - scores[1]), abs=1e-6)
+    # the human run carries the bios' sentences, so its facts are highlighted per sentence
+    hresp = dom.data()["factscore"][1]["responses"]
+    assert all(r["sents"] for r in hresp) and [r["t"] for r in hresp] == [b.topic for b in bios]

@@ -19,12 +19,15 @@ def report(
     store: Optional[Path] = typer.Option(None, "--store",
                                          help="Passage store for evidence texts (default: the store each run's summary names)."),
     title: Optional[str] = typer.Option(None, "--title", help="Title of the report."),
+    human: Optional[Path] = typer.Option(None, "--human",
+                                         help="Data folder with factscore-labeled/: add the human FActScore of the same "
+                                              "bios beside each run named after InstructGPT, ChatGPT or PerplexityAI."),
 ) -> None:
     """Write an HTML report: summary tables with 95% CIs, Figure 2, every response with its facts and evidence."""
     from ..report import write_report
 
     path = write_report(runs, output, labels=label or None, category_field=category_field,
-                        position_bins=position_bins, n_boot=n_boot, seed=seed, store=store, title=title)
+                        position_bins=position_bins, n_boot=n_boot, seed=seed, store=store, title=title, human=human)
     typer.echo(str(path))
 
 

@@ -245,7 +245,7 @@ def _json_for_script(obj) -> str:
 
 def build_report(runs: list, *, labels: list[str] | None = None, category_field: str = "cat",
                  position_bins: int = 10, n_boot: int = N_BOOT, seed: int = SEED, store: str | Path | None = None,
-                 title: str | None = None) -> str:
+                 title: str | None = None, human: str | Path | None = None) -> str:
     """The report as an HTML string; ``runs``: paths of ``score``/``q2`` output JSONL (or :class:`Run`)."""
     if not runs:
         raise FscoreError("no runs given")
@@ -254,6 +254,10 @@ def build_report(runs: list, *, labels: list[str] | None = None, category_field:
     if labels and len(labels) != len(runs):
         raise FscoreError(f"{len(labels)} labels for {len(runs)} runs")
     loaded = [r if isinstance(r, Run) else load_run(r, labels[i] if labels else None) for i, r in enumerate(runs)]
+    if human is not None:  # the annotated bios' human FActScore beside each run of an annotated subject
+        from .human import with_human_runs
+
+        loaded = with_human_runs(loaded, human)
     names = [r.name for r in loaded]
     for i, r in enumerate(loaded):  # distinct names for the tables and legends
         if names.count(r.name) > 1:
@@ -293,7 +297,8 @@ def write_report(runs: list, out_path: str | Path, **kwargs) -> Path:
     """Write the self-contained HTML report of ``runs`` to ``out_path``; returns the path.
 
     Keyword arguments as :func:`build_report`: ``labels``, ``category_field`` ("cat"),
-    ``position_bins`` (10), ``n_boot`` (1000), ``seed`` (0), ``store``, ``title``."""
+    ``position_bins`` (10), ``n_boot`` (1000), ``seed`` (0), ``store``, ``title``, ``human``
+    (a data folder with ``factscore-labeled/``: adds the human FActScore of the same bios)."""
     out = Path(out_path)
     atomic_write_text(out, build_report(runs, **kwargs))
     return out
