@@ -683,3 +683,6 @@ def test_human_beside_estimated(tmp_path, data_dir):
     # the human run carries the bios' sentences, so its facts are highlighted per sentence
     hresp = dom.data()["factscore"][1]["responses"]
     assert all(r["sents"] for r in hresp) and [r["t"] for r in hresp] == [b.topic for b in bios]
+    # the estimated run's records had no category: they get the bios' for Figure 2
+    est = dom.data()["factscore"][0]["responses"]
+    assert [r["cat"] for r in est] == [b.category[0] for b in bios]

@@ -257,7 +257,7 @@ def build_report(runs: list, *, labels: list[str] | None = None, category_field:
     if human is not None:  # the annotated bios' human FActScore beside each run of an annotated subject
         from .human import with_human_runs
 
-        loaded = with_human_runs(loaded, human)
+        loaded = with_human_runs(loaded, human, category_field)
     names = [r.name for r in loaded]
     for i, r in enumerate(loaded):  # distinct names for the tables and legends
         if names.count(r.name) > 1:

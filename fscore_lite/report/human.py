@@ -71,14 +71,23 @@ def run_gamma(run: Run) -> float:
     return GAMMA
 
 
-def with_human_runs(runs: list[Run], data: str | Path) -> list[Run]:
-    """``runs`` with, after each FActScore run of an annotated subject, the human run on its topics."""
+def with_human_runs(runs: list[Run], data: str | Path, category_field: str = "cat") -> list[Run]:
+    """``runs`` with, after each FActScore run of an annotated subject, the human run on its topics.
+
+    Records of such a run that lack ``category_field`` (``meta-eval factscore-er`` inputs carry
+    only topic and facts) get the bio's ``cat`` in memory, so Figure 2 has categories for both."""
     out = []
     for r in runs:
         out.append(r)
         subject = subject_of(r) if r.kind == FACTSCORE else None
         if subject is None:
             continue
+        cats = {}
+        for b in load_subject(data, subject):
+            cats.setdefault(b.topic, list(b.category))
+        for rec in r.records:
+            if category_field not in rec and rec.get("topic") in cats:
+                rec[category_field] = cats[rec["topic"]]
         topics = [str(rec.get("topic", "")) for rec in r.records]
         out.append(human_run(data, subject, topics, run_gamma(r), name=f"human: {subject} ({r.name})"))
     return out
