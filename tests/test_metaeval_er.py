@@ -51,18 +51,74 @@ def mini_data(tmp_path_factory, data_dir):
     return root
 
 
+def _check_report_against_raw_files(report, mini_data, out_dir):
+    """Every number of the report recomputed from the raw files, independently of run_er."""
+    assert [r["subject"] for r in report["subjects"]] == list(SUBJECTS)
+    pages = {json.loads(l)["topic"]: json.loads(l)["text"]
+             for l in (mini_data / "wiki-mini" / "pages.jsonl").read_text().splitlines()}
+    for r in report["subjects"]:
+        (bio,) = [json.loads(l) for l in (mini_data / "factscore-labeled" / f"{r['subject']}.jsonl").read_text().splitlines()]
+        (ann,) = bio["annotations"]
+        labels = [f["label"] for f in ann["human-atomic-facts"]]
+        human = 100 * labels.count("S") / len(labels)  # S / (S + NS + IR), the sentence is relevant
+        model_facts = [f["text"] for f in ann["model-atomic-facts"]]
+        (out,) = [json.loads(l) for l in (out_dir / f"er-{r['subject']}-shared-context.jsonl").read_text().splitlines()]
+        assert out["status"] == "ok" and [d["atom"] for d in out["decisions"]] == [f.strip() for f in model_facts]
+        estimated = 100 * sum(d["is_supported"] for d in out["decisions"]) / len(model_facts)  # gamma 0
+        assert r["n_bios"] == 1 and r["n_facts"] == len(model_facts)
+        assert r["human"] == pytest.approx(human) and r["estimated"] == pytest.approx(estimated)
+        assert r["error_rate"] == pytest.approx(abs(estimated - human))
+        floor = 100 * sum(er.overlap_supported(f, pages[bio["topic"]]) for f in model_facts) / len(model_facts)
+        assert r["baseline_estimated"] == pytest.approx(floor)
+    by_estimate = [r["subject"] for r in sorted(report["subjects"], key=lambda r: r["estimated"])]
+    assert report["ranking_preserved"] is (by_estimate == list(er.RANKING))
+
+
+class _FakeScorer:
+    """FactScorer without models: a fact is supported when it has an even number of words."""
+
+    def __init__(self, settings, options):
+        from fscore_lite.factscore.pipeline import Timings
+
+        stats = type("Stats", (), {"calls": 0, "cached_calls": 0, "tokens_evaluated": 0, "tokens_reused": 0,
+                                   "tokens_generated": 0})()
+        self.llm = type("LLM", (), {"name": "fake", "sha256": "f" * 64, "stats": stats})()
+        self.store = type("Store", (), {"sha256": "s" * 64})()
+        self.timings = Timings()
+        self.options = options
+
+    def describe(self):
+        return {"settings": {"gamma": self.options.gamma}}
+
+    def score_item(self, item):
+        facts = [f.strip() for f in item.facts if f.strip()]
+        decisions = [{"atom": f, "is_supported": len(f.split()) % 2 == 0} for f in facts]
+        init = sum(d["is_supported"] for d in decisions) / len(decisions)
+        return dict(item.data, status="ok", score=init, init_score=init, num_facts=len(facts), decisions=decisions)
+
+
+def test_er_report_numbers_with_a_fake_estimator(mini_data, tmp_path, monkeypatch, minilm_bundle_dir):
+    """The report's arithmetic (human, estimated, ER, floor, ranking) without an LLM."""
+    import fscore_lite.factscore.pipeline as pipeline
+    from fscore_lite.settings import Settings
+
+    monkeypatch.setattr(pipeline, "FactScorer", _FakeScorer)
+    settings = Settings(home=tmp_path / "home", models_dir=minilm_bundle_dir, threads=1)
+    report = er.run_er(mini_data, settings, mode="shared-context", store=tmp_path / "store", out=tmp_path / "out",
+                       baseline=True, per_fact=False, progress=False)
+    _check_report_against_raw_files(report, mini_data, tmp_path / "out")
+    for r in report["subjects"]:  # the fake's rule, applied to the labeled model facts
+        (bio,) = [json.loads(l) for l in (mini_data / "factscore-labeled" / f"{r['subject']}.jsonl").read_text().splitlines()]
+        facts = [f["text"] for f in bio["annotations"][0]["model-atomic-facts"]]
+        assert r["estimated"] == pytest.approx(100 * sum(len(f.split()) % 2 == 0 for f in facts) / len(facts))
+
+
 @pytest.mark.llm
 def test_er_end_to_end_small(mini_data, settings_1t, tmp_path):
     report = er.run_er(mini_data, settings_1t.with_(home=tmp_path / "home"), mode="shared-context",
                        store=tmp_path / "store", out=tmp_path / "out", context_budget=512, baseline=True,
                        progress=False)
-    assert [r["subject"] for r in report["subjects"]] == list(SUBJECTS)
-    for r in report["subjects"]:
-        assert r["n_bios"] == 1 and 1 <= r["n_facts"] <= 3
-        assert 0 <= r["estimated"] <= 100 and 0 <= r["human"] <= 100
-        assert r["error_rate"] == pytest.approx(abs(r["estimated"] - r["human"]))
-        assert r["baseline_estimated"] is not None
-    assert report["ranking_preserved"] in (True, False)
+    _check_report_against_raw_files(report, mini_data, tmp_path / "out")
     text = er.format_report(report)
     assert "ER" in text and "InstructGPT" in text
     # a rerun is served from the cache and gives the same report
