@@ -28,7 +28,7 @@ $(VENV)/.test: $(VENV)/.runtime
 
 install: $(VENV)/.runtime
 install-test: $(VENV)/.test
-	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) || echo "note: chromium could not be installed (needs root and apt): the browser tests will be skipped"
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) || echo "note: chromium could not be installed (needs root and apt): the browser tests will be skipped"
 
 models-demo: $(VENV)/.runtime
 	$(BIN)/fscore-lite models install-default 1.5b minilm
