@@ -1,13 +1,31 @@
 """Local causal LM through llama.cpp: greedy generation and next-token log-probabilities.
 
-The KV cache is managed explicitly: before each evaluation the runner keeps the longest
-common token prefix of what is already in the context and evaluates only the rest. Calls
-that share a prefix (the fixed demos of the atomic-fact prompt, a shared verification
-context) therefore pay for it once. Every call goes through the SQLite call cache, keyed by
-the model's sha256 and the exact input.
+Same input, same bits, whatever ran before. What llama.cpp computes for a token depends on how
+it was evaluated: in which batch (the CPU kernels take different paths for different batch
+shapes) and in which KV-cache cells the context sits. So every prompt is evaluated on one
+fixed schedule that depends on the call alone:
+
+* layout: one working sequence whose cell i holds position i. Before each call the context is
+  truncated to a reusable prefix or cleared; it never keeps holes or other sequences.
+* segments: the prompt is decoded in segments that end after every token that ends a blank
+  line (``"\n\n"``), at the cuts a call names (the end of a shared-context prefix) and every
+  ``n_batch`` tokens inside a longer segment; each generated token is a segment of its own.
+
+A call reuses what the context holds only up to a segment end at which the tokens and all
+segment ends so far agree with its own schedule: the reused cells then hold exactly the bytes
+a cold evaluation writes. Calls that share a prefix (the definition and passages of
+verification prompts, a shared verification context) pay for it once.
+
+Prefixes named with :meth:`LlamaRunner.keep_prefix` (the fixed demos of the atomic-fact
+prompt) are saved as a sequence-state snapshot when first evaluated and restored into the
+cleared context (so at cells 0..n-1 again) when a later prompt starts with them and the
+context holds something else: verification and generation do not push each other's prefixes
+out. Every call goes through the SQLite call cache, keyed by the model's sha256, the exact
+input and the layout version.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import sys
@@ -18,6 +36,10 @@ import numpy as np
 
 from ..cache import CallCache
 from ..errors import FscoreError
+
+# Part of every call-cache key. Version 2: the fixed schedule above (values computed before it
+# depended on what ran earlier in the process and are not reused).
+LAYOUT = 2
 
 
 @dataclass
@@ -30,8 +52,20 @@ class LLMStats:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass
+class _Snapshot:
+    """The saved state of the working sequence holding exactly ``tokens`` (segment ends ``ends``)."""
+
+    tokens: list[int]
+    ends: list[int]
+    data: object  # ctypes uint8 array filled by llama_state_seq_get_data
+    size: int
+
+
 class LlamaRunner:
-    """One llama.cpp context; greedy, deterministic, prefix-reusing."""
+    """One llama.cpp context; greedy, deterministic, prefix-reusing (see the module docstring)."""
+
+    SEQ = 0  # the working sequence; the only one the context ever holds
 
     def __init__(
         self,
@@ -46,21 +80,25 @@ class LlamaRunner:
         reuse_prefix: bool = True,
     ):
         try:
+            import llama_cpp
             from llama_cpp import Llama
         except ImportError as e:  # pragma: no cover - install problem
             raise FscoreError("llama-cpp-python is not installed: pip install llama-cpp-python") from e
         self.name = name or Path(model_path).stem
+        self.model_path = str(model_path)
         self.sha256 = sha256
         self.threads = threads
         self.cache = cache if cache is not None else CallCache(None)
         self.chat_template = chat_template
-        self.reuse_prefix = reuse_prefix  # False: evaluate every prompt from scratch (for tests/benchmarks)
-        self.stats = LLMStats()
+        # False: every prompt is evaluated from scratch (for tests and benchmarks); same results
+        self.reuse_prefix = reuse_prefix
+        self.stats = LLMStats(extra={"snapshots_saved": 0, "snapshots_restored": 0})
         # llama.cpp prints its load log on stderr; keep it quiet.
         self._llm = Llama(
             model_path=str(model_path),
             n_ctx=n_ctx,
             n_batch=n_batch,
+            n_ubatch=n_batch,
             n_threads=threads,
             n_threads_batch=threads,
             logits_all=False,
@@ -68,15 +106,26 @@ class LlamaRunner:
             seed=0,
         )
         self.n_ctx = n_ctx
+        self.n_batch = self._llm.n_batch
         self.n_vocab = self._llm.n_vocab()
         self.eos = self._llm.token_eos()
-        self._tokens: list[int] = []  # tokens currently in the KV cache
+        self._vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
+        self._mem = llama_cpp.llama_get_memory(self._llm.ctx)
+        self._tokens: list[int] = []  # what the working sequence holds: cell i = position i = _tokens[i]
+        self._ends: list[int] = []  # the ends of the segments they were decoded in
+        self._keep: dict[tuple[int, ...], _Snapshot | None] = {}  # kept prefixes and their snapshots
+        self._blank: dict[int, bool] = {}  # token id -> its text ends a blank line
 
     # ---- tokens -----------------------------------------------------------------------
     def _is_eog(self, token: int) -> bool:
         import llama_cpp
 
-        return token == self.eos or bool(llama_cpp.llama_vocab_is_eog(self._llm._model.vocab, token))
+        return token == self.eos or bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    def _token_text(self, token: int) -> str:
+        import llama_cpp
+
+        return llama_cpp.llama_vocab_get_text(self._vocab, token).decode("utf-8", errors="replace")
 
     def tokenize(self, text: str, add_bos: bool = True, special: bool = False) -> list[int]:
         return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
@@ -107,10 +156,9 @@ class LlamaRunner:
             tmpl = self._llm.metadata.get("tokenizer.chat_template")
             if not tmpl:
                 raise FscoreError(f"model {self.name} has no chat template; run without --chat-template")
-            vocab = self._llm._model
-            eos = vocab.token_get_text(self.eos) if self.eos >= 0 else ""
+            eos = self._token_text(self.eos) if self.eos >= 0 else ""
             bos_id = self._llm.token_bos()
-            bos = vocab.token_get_text(bos_id) if bos_id >= 0 else ""
+            bos = self._token_text(bos_id) if bos_id >= 0 else ""
             self._chat = Jinja2ChatFormatter(tmpl, eos_token=eos, bos_token=bos, add_generation_prompt=True)
         return self._chat(messages=[{"role": "user", "content": prompt}]).prompt
 
@@ -118,34 +166,167 @@ class LlamaRunner:
         text = self.format_prompt(prompt)
         return self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=self.chat_template)
 
-    # ---- evaluation -------------------------------------------------------------------
-    def _eval_to(self, tokens: list[int], reuse: bool | None = None) -> np.ndarray:
+    # ---- the evaluation schedule ------------------------------------------------------
+    def _ends_blank_line(self, token: int) -> bool:
+        v = self._blank.get(token)
+        if v is None:
+            v = self._blank[token] = self._llm.detokenize([token]).endswith(b"\n\n")
+        return v
+
+    def segment_ends(self, tokens: list[int], cuts=()) -> list[int]:
+        """Where the segments ``tokens`` is decoded in end: after each token that ends a blank
+        line, at ``cuts``, every ``n_batch`` tokens inside a longer segment, and at the end."""
+        n = len(tokens)
+        marks = {i + 1 for i in range(n - 1) if self._ends_blank_line(tokens[i])}
+        marks.update(c for c in cuts if 0 < c < n)
+        marks.add(n)
+        ends: list[int] = []
+        start = 0
+        for e in sorted(marks):
+            while e - start > self.n_batch:
+                start += self.n_batch
+                ends.append(start)
+            ends.append(e)
+            start = e
+        return ends
+
+    @staticmethod
+    def _common(tokens: list[int], ends: list[int], held: list[int], held_ends: list[int]) -> int:
+        """The longest prefix of ``tokens`` (short of all of it) that ``held`` holds bit for bit:
+        a segment end of both schedules with equal tokens and equal segment ends up to it."""
+        best = 0
+        for a, b in zip(ends, held_ends):
+            if a != b or a >= len(tokens) or tokens[best:a] != held[best:a]:
+                break
+            best = a
+        return best
+
+    def keep_prefix(self, text: str) -> None:
+        """Keep the KV state of ``text``, a prefix many prompts start with (the fixed demos of the
+        atomic-fact prompt): it is saved the first time a prompt's evaluation reaches its end
+        (when that is a segment end), and restored instead of re-evaluated afterwards, whatever
+        ran in between. This changes cost only, never a result."""
+        head, _ = self.split_template(text)
+        toks = tuple(self._llm.tokenize(head.encode("utf-8"), add_bos=True, special=self.chat_template))
+        self._keep.setdefault(toks, None)
+
+    # ---- llama.cpp memory and state (public llama_cpp functions on ``Llama.ctx``) ---------
+    def _truncate(self, keep: int) -> None:
+        """Make the working sequence hold its first ``keep`` tokens (freed cells are reused from
+        ``keep`` on, so the layout stays cell i = position i)."""
+        import llama_cpp
+
+        if keep == 0:
+            llama_cpp.llama_memory_clear(self._mem, False)
+        elif keep < len(self._tokens) and not llama_cpp.llama_memory_seq_rm(self._mem, self.SEQ, keep, -1):
+            raise FscoreError("llama.cpp could not truncate its KV cache")
+        del self._tokens[keep:]
+        self._ends = [e for e in self._ends if e <= keep]
+        self._llm.n_tokens = keep
+
+    def _forget(self) -> None:
+        """After a failure: the context's content is unknown, so hold nothing."""
+        import llama_cpp
+
+        llama_cpp.llama_memory_clear(self._mem, False)
+        self._tokens, self._ends = [], []
+        self._llm.n_tokens = 0
+
+    def _save_snapshot(self, key: tuple[int, ...]) -> None:
+        import llama_cpp
+
+        ctx = self._llm.ctx
+        size = llama_cpp.llama_state_seq_get_size(ctx, self.SEQ)
+        buf = (ctypes.c_uint8 * size)()
+        n = llama_cpp.llama_state_seq_get_data(ctx, buf, size, self.SEQ)
+        if n:
+            self._keep[key] = _Snapshot(list(self._tokens), list(self._ends), buf, n)
+            self.stats.extra["snapshots_saved"] += 1
+
+    def _restore(self, snap: _Snapshot) -> bool:
+        """Clear the context and load ``snap`` into it: cells 0..n-1, as a cold evaluation leaves them."""
+        import llama_cpp
+
+        llama_cpp.llama_memory_clear(self._mem, False)
+        self._tokens, self._ends = [], []
+        self._llm.n_tokens = 0
+        ok = llama_cpp.llama_state_seq_set_data(self._llm.ctx, snap.data, snap.size, self.SEQ) == snap.size
+        if not ok or llama_cpp.llama_memory_seq_pos_max(self._mem, self.SEQ) != len(snap.tokens) - 1:
+            self._forget()
+            return False
+        self._tokens, self._ends = list(snap.tokens), list(snap.ends)
+        self._llm.n_tokens = len(snap.tokens)
+        self.stats.extra["snapshots_restored"] += 1
+        return True
+
+    def _logits(self) -> np.ndarray:
+        import llama_cpp
+
+        ptr = llama_cpp.llama_get_logits_ith(self._llm.ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+
+    def _decode(self, tokens: list[int], ends: list[int]) -> np.ndarray:
+        """Decode ``tokens`` after what the context holds (a prefix of them), one batch per
+        segment end in ``ends``; return the last position's logits."""
+        start = len(self._tokens)
+        try:
+            for e in ends:
+                self._llm.n_tokens = start
+                self._llm.eval(tokens[start:e])
+                self._tokens.extend(tokens[start:e])
+                self._ends.append(e)
+                self.stats.tokens_evaluated += e - start
+                start = e
+                if self._keep:
+                    key = tuple(self._tokens) if any(len(k) == e for k in self._keep) else None
+                    if key in self._keep and self._keep[key] is None:
+                        self._save_snapshot(key)
+        except BaseException:
+            self._forget()
+            raise
+        return self._logits()
+
+    def _eval_to(self, tokens: list[int], reuse: bool | None = None, cuts=()) -> np.ndarray:
         """Make the context hold exactly ``tokens`` and return the last position's logits.
 
-        Keeps the longest common prefix with what the context already holds (unless prefix
-        reuse is off for this runner and ``reuse`` is not forced)."""
-        if len(tokens) >= self.n_ctx:
+        The prompt is decoded on its own schedule (:meth:`segment_ends` with ``cuts``), reusing
+        the longest prefix the context or a kept snapshot holds on that same schedule; the
+        result is the same bits as a cold evaluation. ``reuse=False`` evaluates from scratch;
+        ``reuse=True`` with ``tokens`` extending what the context holds decodes just the new
+        tokens after it (one decoding step)."""
+        n = len(tokens)
+        if n == 0:
+            raise FscoreError("cannot evaluate an empty prompt")
+        if n >= self.n_ctx:
             raise FscoreError(
-                f"prompt of {len(tokens)} tokens does not fit the context of {self.n_ctx} tokens; raise --n-ctx"
+                f"prompt of {n} tokens does not fit the context of {self.n_ctx} tokens; raise --n-ctx"
             )
+        held = len(self._tokens)
+        if reuse is True and 0 < held < n and tokens[:held] == self._tokens:
+            ends = [e for e in range(held + self.n_batch, n, self.n_batch)] + [n]
+            self.stats.tokens_reused += held
+            return self._decode(tokens, ends)
+        ends = self.segment_ends(tokens, cuts)
         keep = 0
-        for a, b in zip(self._tokens if (self.reuse_prefix if reuse is None else reuse) else (), tokens):
-            if a != b:
-                break
-            keep += 1
-        if keep == len(tokens):
-            keep -= 1  # re-evaluate the last token to get fresh logits
-        llm = self._llm
-        llm._ctx.kv_cache_seq_rm(-1, keep, -1)
-        llm.n_tokens = keep
-        self._tokens = self._tokens[:keep]
-        rest = tokens[keep:]
-        llm.eval(rest)
-        self._tokens = list(tokens)
-        self.stats.tokens_evaluated += len(rest)
+        if self.reuse_prefix if reuse is None else reuse:
+            keep = self._common(tokens, ends, self._tokens, self._ends)
+            snaps = [s for s in self._keep.values() if s is not None and keep < len(s.tokens) < n]
+            for snap in sorted(snaps, key=lambda s: -len(s.tokens)):
+                if (snap.ends == ends[:len(snap.ends)] and tokens[:len(snap.tokens)] == snap.tokens
+                        and self._restore(snap)):
+                    keep = len(snap.tokens)
+                    break
+        self._truncate(keep)
         self.stats.tokens_reused += keep
-        ptr = llm._ctx.get_logits_ith(-1)
-        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+        return self._decode(tokens, [e for e in ends if e > keep])
+
+    def _step(self, token: int) -> np.ndarray:
+        """One decoding step: append ``token`` as a segment of its own."""
+        n = len(self._tokens) + 1
+        if n >= self.n_ctx:
+            raise FscoreError(f"generation reached the context of {self.n_ctx} tokens; raise --n-ctx")
+        self.stats.tokens_reused += n - 1
+        return self._decode(self._tokens + [token], [n])
 
     @staticmethod
     def _log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -154,7 +335,7 @@ class LlamaRunner:
 
     def next_token_logprobs(self, prompt: str, words: list[str]) -> dict[str, float]:
         """Log-probabilities of the first token of each word as the next token after ``prompt``."""
-        payload = {"prompt": prompt, "words": words, "chat": self.chat_template}
+        payload = {"prompt": prompt, "words": words, "chat": self.chat_template, "layout": LAYOUT}
 
         def compute():
             lp = self._log_softmax(self._eval_to(self._prompt_tokens(prompt)))
@@ -165,25 +346,26 @@ class LlamaRunner:
     def suffix_logprobs(self, prefix_tokens: list[int], suffix: str, words: list[str]) -> dict[str, float]:
         """Like :meth:`next_token_logprobs` for ``prefix_tokens + tokens(suffix)``.
 
-        Used by shared-context verification: the prefix is tokenised once, so every fact's
-        suffix is appended to exactly the same tokens and the KV cache always hits.
+        Used by shared-context verification: the prefix is tokenised once and its end is a
+        segment end, so every fact's suffix is appended to exactly the same cached prefix.
         """
-        payload = {"prefix_sha": _tokens_key(prefix_tokens), "suffix": suffix, "words": words, "chat": self.chat_template}
+        payload = {"prefix_sha": _tokens_key(prefix_tokens), "suffix": suffix, "words": words,
+                   "chat": self.chat_template, "layout": LAYOUT}
 
         def compute():
             toks = prefix_tokens + self._llm.tokenize(suffix.encode("utf-8"), add_bos=False, special=self.chat_template)
-            lp = self._log_softmax(self._eval_to(toks))
+            lp = self._log_softmax(self._eval_to(toks, cuts=(len(prefix_tokens),)))
             return {w: float(lp[self.first_token(w)]) for w in words}
 
         return self._cached("suffix_logprobs", payload, compute)
 
     def generate(self, prompt: str, max_tokens: int = 128, stop: tuple[str, ...] = ("\n\n",)) -> str:
         """Greedy decoding until EOS, a stop string (not included) or ``max_tokens``."""
-        payload = {"prompt": prompt, "max_tokens": max_tokens, "stop": list(stop), "chat": self.chat_template}
+        payload = {"prompt": prompt, "max_tokens": max_tokens, "stop": list(stop), "chat": self.chat_template,
+                   "layout": LAYOUT}
 
         def compute():
-            toks = self._prompt_tokens(prompt)
-            logits = self._eval_to(toks)
+            logits = self._eval_to(self._prompt_tokens(prompt))
             out: list[int] = []
             text = ""
             for _ in range(max_tokens):
@@ -194,7 +376,7 @@ class LlamaRunner:
                 text = self.detokenize(out)
                 if any(s in text for s in stop):
                     break
-                logits = self._eval_to(toks + out, reuse=True)  # one new token per step
+                logits = self._step(nxt)
             self.stats.tokens_generated += len(out)
             cut = min((text.index(s) for s in stop if s in text), default=len(text))
             return text[:cut]

@@ -45,10 +45,15 @@ def _block(sentence: str, facts: list[str]) -> str:
     return INSTRUCTION.format(sentence) + "".join(f"- {f}\n" for f in facts) + "\n"
 
 
+def fixed_prefix(demos: dict[str, list[str]]) -> str:
+    """The 7 fixed demos every prompt opens with (the LLM runner keeps their KV state)."""
+    keys = list(demos.keys())
+    return "".join(_block(keys[i], demos[keys[i]]) for i in range(N_FIXED_DEMOS))
+
+
 def build_prompt(sentence: str, demos: dict[str, list[str]], selector: DemoSelector) -> str:
     """SPEC §3: 7 fixed demos, the best BM25 demo, then the target with no facts."""
-    keys = list(demos.keys())
-    prompt = "".join(_block(keys[i], demos[keys[i]]) for i in range(N_FIXED_DEMOS))
+    prompt = fixed_prefix(demos)
     for match in selector.best(sentence):
         prompt += _block(match, demos[match])
     return prompt + INSTRUCTION.format(sentence)
@@ -218,6 +223,9 @@ class AtomicFactGenerator:
         self.demos = demos or load_demos()
         self.selector = DemoSelector(self.demos)
         self.demo_shortcut = demo_shortcut
+        keep = getattr(llm, "keep_prefix", None)
+        if keep is not None:  # evaluated once, never pushed out by verification (cost only, same bits)
+            keep(fixed_prefix(self.demos))
 
     def facts_for_sentence(self, sentence: str) -> list[str]:
         """The LM's facts for a sentence, as in the reference, which sends every sentence to the
