@@ -278,7 +278,7 @@ def wiki_pages(data: Path, n: int) -> list[dict]:
 
 def wiki_store(data: Path, n_pages: int, threads: int = 1) -> Path:
     """A passage store of ``n_pages`` wiki pages, built with the installed embedder (cached)."""
-    from index_builder.build import build_store
+    from fscore_lite_index.build import build_store
 
     home = bench_home()
     src = home / f"wiki{n_pages}.jsonl"

@@ -84,7 +84,7 @@ def minilm_models(threads: int) -> dict:
     from fscore_lite.backends.embed import SentenceEmbedder
     from fscore_lite.manifest import Bundle
     from fscore_lite.settings import DEFAULT_EMBED, Settings
-    from models.export import export_model
+    from fscore_lite_models.export import export_model
 
     root = bench_home() / "minilm"
     for name, per_channel in ((MINILM_OURS, False), (MINILM_PC, True)):

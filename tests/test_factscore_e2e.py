@@ -18,7 +18,7 @@ TOPICS = ("Andreas Kisser", "Adil Rami")
 
 @pytest.fixture(scope="session")
 def small_store(tmp_path_factory, data_dir, settings_1t):
-    from index_builder.build import build_store
+    from fscore_lite_index.build import build_store
 
     src = tmp_path_factory.mktemp("src") / "pages.jsonl"
     lines = [l for l in (data_dir / "wiki-factscore-dev" / "pages.jsonl").read_text().splitlines()

@@ -11,8 +11,8 @@ import pytest
 
 from fscore_lite.errors import InputError
 from fscore_lite.store import open_store, strip_markers
-from index_builder.build import build_store
-from index_builder.chunking import (
+from fscore_lite_index.build import build_store
+from fscore_lite_index.chunking import (
     chunk_page,
     pack_units,
     parse_sections,
@@ -21,7 +21,7 @@ from index_builder.chunking import (
     text_units,
     units_text,
 )
-from index_builder.sources import detect_format, read_factscore_db, read_jsonl_pages, read_tsv
+from fscore_lite_index.sources import detect_format, read_factscore_db, read_jsonl_pages, read_tsv
 
 from .conftest import skip_or_fail
 

@@ -8,7 +8,7 @@ import pytest
 
 from fscore_lite.cli import main
 from fscore_lite.store import open_store
-from index_builder.writer import StoreWriter
+from fscore_lite_index.writer import StoreWriter
 
 PAGES = [
     {"topic": "Ko Itakura", "title": "Kō Itakura",

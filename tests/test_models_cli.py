@@ -1,4 +1,4 @@
-"""``fscore-lite models`` / ``python -m models``: list, verify, install-default, export.
+"""``fscore-lite models`` / ``python -m fscore_lite_models``: list, verify, install-default, export.
 
 Most tests use a hand-made bundle (no torch needed); the ones marked ``export`` use the tiny
 exported bundle from conftest.
@@ -103,7 +103,7 @@ def test_verify_without_manifest_is_an_error(tmp_path):
 
 
 def test_install_default_passes_names(monkeypatch, tmp_path):
-    import models.defaults as defaults
+    import fscore_lite_models.defaults as defaults
 
     calls = []
     monkeypatch.setattr(defaults, "install_default", lambda root, names, log: calls.append((Path(root), names)))
@@ -135,11 +135,13 @@ def test_commands_do_not_import_torch(fake_bundle, tmp_path):
 
 
 def test_python_m_models(fake_bundle, tmp_path):
+    """The build step is installed as fscore_lite_models (run outside the repo: not the folder models/)."""
     env = dict(os.environ, FSCORE_LITE_MODELS=str(fake_bundle))
-    proc = subprocess.run([sys.executable, "-m", "models", "list"], cwd=REPO, capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, "-m", "fscore_lite_models", "list"], cwd=tmp_path, capture_output=True,
+                          text=True, env=env)
     assert proc.returncode == 0 and "toy-llm" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "models", "export", "qa", str(tmp_path / "nope")], cwd=REPO,
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, "-m", "fscore_lite_models", "export", "qa", str(tmp_path / "nope")],
+                          cwd=tmp_path, capture_output=True, text=True, env=env)
     assert proc.returncode == 2 and "huggingface-cli download" in proc.stderr and "Traceback" not in proc.stderr
 
 

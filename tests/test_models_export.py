@@ -66,7 +66,7 @@ def _int8_near(got, want, rel=0.1):
 
 
 def test_tiny_checkpoints_are_deterministic(tmp_path):
-    from models.tiny import tiny_albert_qa, tiny_roberta_nli
+    from fscore_lite_models.tiny import tiny_albert_qa, tiny_roberta_nli
 
     a = tiny_albert_qa(tmp_path / "a")
     b = tiny_albert_qa(tmp_path / "b")
@@ -131,7 +131,7 @@ def test_qg_identity_covers_all_graphs(tiny_bundle):
 
 
 def test_reexport_replaces_entry(tiny_checkpoints, tmp_path):
-    from models.export import export_model
+    from fscore_lite_models.export import export_model
 
     first = export_model("nli", tiny_checkpoints["nli"], tmp_path, name="m", quantize=False, threads=1, log=lambda *a: None)
     assert first.quantization == "fp32" and {f.kind for f in first.files} >= {"weights"}
@@ -333,8 +333,8 @@ def test_gguf_f32_matches_transformers(tmp_path, arch):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from models.gguf import build_gguf
-    from models.tiny import tiny_llama_causal
+    from fscore_lite_models.gguf import build_gguf
+    from fscore_lite_models.tiny import tiny_llama_causal
 
     ckpt = tiny_llama_causal(tmp_path / arch, arch=arch)
     info = build_gguf(ckpt, tmp_path / "m.gguf", "F32", log=lambda *a: None)
@@ -352,7 +352,7 @@ def test_gguf_f32_matches_transformers(tmp_path, arch):
 
 def test_gguf_k_quant_falls_back_on_tiny_rows(tiny_checkpoints, tmp_path):
     pytest.importorskip("llama_cpp")
-    from models.gguf import build_gguf, gguf_type
+    from fscore_lite_models.gguf import build_gguf, gguf_type
 
     messages = []
     build_gguf(tiny_checkpoints["llm"], tmp_path / "q4.gguf", "q4_k_m", log=messages.append)
@@ -363,7 +363,7 @@ def test_gguf_k_quant_falls_back_on_tiny_rows(tiny_checkpoints, tmp_path):
 
 
 def test_gguf_refuses_unsupported_checkpoint(tiny_checkpoints, tmp_path):
-    from models.gguf import UnsupportedCheckpoint, convert_checkpoint
+    from fscore_lite_models.gguf import UnsupportedCheckpoint, convert_checkpoint
 
     with pytest.raises(UnsupportedCheckpoint, match="convert-script"):
         convert_checkpoint(tiny_checkpoints["nli"], tmp_path / "x.gguf")
@@ -373,7 +373,7 @@ def test_gguf_refuses_unsupported_checkpoint(tiny_checkpoints, tmp_path):
 
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
-    from models.export import export_model
+    from fscore_lite_models.export import export_model
 
     with pytest.raises(FscoreError, match="huggingface-cli download"):
         export_model("qa", tmp_path / "nowhere", tmp_path / "bundle")
@@ -386,7 +386,7 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
 
 
 def test_bad_name_is_refused(tiny_checkpoints, tmp_path):
-    from models.export import export_model
+    from fscore_lite_models.export import export_model
 
     with pytest.raises(FscoreError, match="model name"):
         export_model("qa", tiny_checkpoints["qa"], tmp_path, name="../evil")

@@ -108,7 +108,7 @@ def test_pipeline_applies_np_to_supported_facts(tiny_bundle, settings_1t, tmp_pa
     from fscore_lite.cache import CallCache
     from fscore_lite.factscore.pipeline import FactScorer, Item, ScoreOptions
     from fscore_lite.manifest import Bundle
-    from index_builder.build import build_store
+    from fscore_lite_index.build import build_store
 
     real, tiny = Bundle(settings_1t.models_dir), Bundle(tiny_bundle)
     combo = Bundle(tmp_path / "bundle")

@@ -43,7 +43,7 @@ def eos_qg(tiny_checkpoints, tmp_path_factory):
     import torch
     from transformers import AutoTokenizer, T5ForConditionalGeneration
 
-    from models.export import export_model
+    from fscore_lite_models.export import export_model
 
     ckpt = tmp_path_factory.mktemp("tiny-qg-eos")
     model = T5ForConditionalGeneration.from_pretrained(tiny_checkpoints["qg"]).eval()

@@ -21,7 +21,7 @@ from fscore_lite.store import (
     passage_embedding_text,
     strip_markers,
 )
-from index_builder.writer import StoreWriter
+from fscore_lite_index.writer import StoreWriter
 
 DIM = 8
 

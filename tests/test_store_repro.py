@@ -13,8 +13,8 @@ import pytest
 from fscore_lite.errors import StoreError
 from fscore_lite.factscore.retrieve import Retriever
 from fscore_lite.store import MANIFEST_NAME, open_store
-from index_builder.build import build_store
-from index_builder.writer import StoreWriter
+from fscore_lite_index.build import build_store
+from fscore_lite_index.writer import StoreWriter
 
 from .conftest import EXAMPLES
 

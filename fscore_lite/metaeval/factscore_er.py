@@ -46,7 +46,7 @@ def ensure_store(files: list[Path], settings: Settings, store: Path | None) -> P
     path = store or settings.home / "stores" / f"wiki-{h.hexdigest()[:12]}"
     if (path / "manifest.json").exists():
         return path
-    from index_builder.build import build_store  # build code, imported only when a store is missing
+    from fscore_lite_index.build import build_store  # build code, imported only when a store is missing
 
     source = path.with_name(path.name + ".source.jsonl")
     atomic_write_text(source, "".join(f.read_text(encoding="utf-8") for f in files))
