@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 from .conftest import REPO
 
@@ -21,15 +22,31 @@ def _pyproject() -> dict:
     return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
 
 
+def _package_inits(folder: str) -> list[Path]:
+    """The __init__.py files under ``folder`` that git tracks (what a fresh clone has), or all of
+    them outside a git checkout. A package listed in pyproject.toml but missing from a clone
+    breaks every install, so a folder still being written (untracked) does not count yet."""
+    proc = subprocess.run(["git", "ls-files", "--", f"{folder}/**/__init__.py", f"{folder}/__init__.py"], cwd=REPO,
+                          capture_output=True, text=True)
+    if proc.returncode == 0 and proc.stdout.strip():
+        return [REPO / line for line in proc.stdout.splitlines()]
+    return list((REPO / folder).rglob("__init__.py"))
+
+
 def test_every_package_folder_is_listed_under_its_installed_name():
+    """pyproject.toml lists packages one by one (a mapped folder cannot be found by name):
+    a new sub-package (a folder with __init__.py) must be added there, or wheels leave it out."""
     conf = _pyproject()
     assert conf["package-dir"] == {"fscore_lite_models": "models", "fscore_lite_index": "index_builder"}
     found = set()
     for name, folder in MAPPED.items():
-        for init in (REPO / folder).rglob("__init__.py"):
+        for init in _package_inits(folder):
             rel = init.parent.relative_to(REPO / folder)
             found.add(".".join([name, *rel.parts]))
     assert set(conf["packages"]) == found
+    for package in conf["packages"]:  # each listed package exists
+        top, *rest = package.split(".")
+        assert (REPO / MAPPED[top]).joinpath(*rest, "__init__.py").is_file(), package
 
 
 def _sources():
