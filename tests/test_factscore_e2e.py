@@ -83,11 +83,9 @@ def test_parity_identical_with_and_without_prefix_reuse(settings_1t, small_store
             assert llm.stats.tokens_reused > 0
         else:
             assert llm.stats.tokens_reused == 0
-    # Decisions are identical. The margins agree to a few hundredths of a nat, not bit for bit:
-    # after a partial KV-cache removal llama.cpp places the new tokens in other cache cells,
-    # which changes the summation order inside attention (chunk size alone changes nothing).
-    assert [d for d, _ in margins[True]] == [d for d, _ in margins[False]]
-    assert [m for _, m in margins[True]] == pytest.approx([m for _, m in margins[False]], abs=5e-2)
+    # Bit for bit: every prompt is decoded on the schedule its own tokens fix, whatever the
+    # context held before (tests/test_llm_layout.py), so reusing a prefix changes cost only.
+    assert margins[True] == margins[False]
 
 
 def test_rerun_hits_cache_and_output_is_deterministic(settings_1t, small_store, tmp_path):
