@@ -144,6 +144,64 @@ def test_resume_continues_without_redoing_or_duplicating(settings_1t, small_stor
     assert not out.with_name("out.jsonl.partial").exists()
 
 
+def _items_in(partial: Path) -> int:
+    """Complete item lines in an OUT.partial file (a line torn by a kill does not count)."""
+    n = 0
+    for line in partial.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            n += "_line" in json.loads(line)
+        except json.JSONDecodeError:
+            pass
+    return n
+
+
+def test_resume_after_kill_gives_the_bytes_of_an_uninterrupted_run(settings_1t, small_store, tmp_path):
+    """Real LLM work, killed in a subprocess after the first item, then ``--resume``d.
+
+    Without the kill, item 2 reuses item 1's verification context (same topic, same passages);
+    after the kill it starts cold in a new process. The bytes must not differ. ``--no-cache`` on
+    every run, so no cached margin can hide a difference."""
+    import time
+
+    inp = _write(tmp_path / "in.jsonl", [
+        {"topic": "Andreas Kisser", "facts": ["Andreas Kisser is a guitarist.", "Andreas Kisser is Brazilian."]},
+        {"topic": "Andreas Kisser", "facts": ["Andreas Kisser is a member of Sepultura.",
+                                              "Andreas Kisser is a Japanese chef."]},
+        {"topic": "Adil Rami", "facts": ["Adil Rami is a footballer.", "Adil Rami won an Oscar."]},
+    ])
+    env = dict(os.environ, FSCORE_LITE_HOME=str(tmp_path / "home"), FSCORE_LITE_MODELS=str(settings_1t.models_dir))
+
+    def cmd(out: Path, *extra: str) -> list[str]:
+        return [sys.executable, "-m", "fscore_lite", "score", str(inp), "-o", str(out), "--store", str(small_store),
+                "--llm", settings_1t.llm, "--threads", "1", "--k", "2", "--no-cache", "-q", *extra]
+
+    full = tmp_path / "full.jsonl"
+    proc = subprocess.run(cmd(full), capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+
+    out = tmp_path / "part.jsonl"
+    partial = out.with_name("part.jsonl.partial")
+    child = subprocess.Popen(cmd(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        deadline = time.monotonic() + 900
+        while not (partial.exists() and _items_in(partial) >= 1):
+            assert child.poll() is None, f"the run ended before it could be killed: {child.stderr.read()!r}"
+            assert time.monotonic() < deadline, "no item was written in time"
+            time.sleep(0.02)
+    finally:
+        child.kill()
+        child.wait()
+        child.stderr.close()
+    assert _items_in(partial) == 1 and not out.exists()
+
+    proc = subprocess.run(cmd(out, "--resume"), capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.with_name("part.summary.json").read_text())["timings"]["items_resumed"] == 1
+    rows = [json.loads(x) for x in full.read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["ok", "ok", "ok"]
+    assert out.read_bytes() == full.read_bytes()
+
+
 SITE = """
 import sys
 sys.modules["torch"] = None  # the runtime must never import torch or transformers
