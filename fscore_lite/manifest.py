@@ -16,7 +16,7 @@ from .errors import ModelIntegrityError, ModelNotInstalled
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
-ROLES = ("llm", "embed", "qg", "qa", "nli", "mlm")
+ROLES = ("llm", "embed", "qg", "qa", "nli", "mlm", "verifier")
 
 
 @dataclass(frozen=True)

@@ -37,16 +37,30 @@ def factscore_er(
     chat_template: bool = typer.Option(False, "--chat-template"),
     context_budget: int = typer.Option(2048, "--context-budget"),
     baseline: bool = typer.Option(False, "--baseline", help="Also print the model-free word-overlap floor."),
+    verifier: str = typer.Option("llm", "--verifier", help="llm (the reference's LM judge) or trained."),
+    cv: Optional[int] = typer.Option(None, "--cv", help="With --verifier trained: K-fold topic-grouped cross-validation "
+                                     "(every topic scored by a combiner that never saw it)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
 ) -> None:
     """Estimator error rate against the human FActScores, on bios whose topic has wiki text."""
+    from ..errors import FscoreError
     from ..metaeval.factscore_er import format_report, run_er
     from ..settings import Settings
 
     settings = Settings().with_(llm=llm, threads=threads)
     subs = [s.strip() for s in subjects.split(",")] if subjects else None
+    if cv is not None:
+        if verifier != "trained":
+            raise FscoreError("--cv cross-validates the trained verifier's combiner: add --verifier trained")
+        from ..metaeval.labeled import SUBJECTS
+        from ..metaeval.verifier_cv import format_cv_report, run_er_cv
+
+        report = run_er_cv(data, settings, cv, subjects=tuple(subs or SUBJECTS))
+        typer.echo(json.dumps(report, indent=2) if as_json else format_cv_report(report))
+        return
     report = run_er(data, settings, mode=mode, subjects=subs, limit=limit, store=store, out=out,
-                    chat_template=chat_template, context_budget=context_budget, baseline=baseline)
-    typer.echo(format_report(report))
+                    chat_template=chat_template, context_budget=context_budget, baseline=baseline, verifier=verifier)
+    typer.echo(json.dumps(report, indent=2) if as_json else format_report(report))
 
 
 from .q2 import meta_eval_q2 as _meta_eval_q2  # noqa: E402  (Q²: fscore_lite/commands/q2.py)

@@ -152,3 +152,70 @@ def export(
     except ModuleNotFoundError as e:
         raise FscoreError(f"export needs the export extra: pip install 'fscore-lite[export]' (missing {e.name})") from None
     typer.echo(f"{entry.name}\t{entry.role}\t{entry.quantization}\t{entry.sha256[:12]}\t{settings.models_dir / entry.name}")
+
+
+train_app = typer.Typer(no_args_is_help=True, add_completion=False,
+                        help="Train models (build step: needs the export extra, torch).")
+app.add_typer(train_app, name="train")
+
+
+@train_app.command("verifier")
+def train_verifier(
+    data: Optional[Path] = typer.Option(
+        None, "--data", help="Folder with factscore-labeled/ and wiki-*/pages.jsonl (default: the training data shipped "
+                             "in models/data: the 85 dev topics)."),
+    models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP),
+    snli_pairs: int = typer.Option(40_000, "--snli-pairs", help="SNLI training pairs (a seeded sample of 100,000)."),
+    epochs: float = typer.Option(1.0, "--epochs", help="Passes over the SNLI sample."),
+    max_length: int = typer.Option(64, "--max-length", help="SNLI pair length in tokens."),
+    window_tokens: int = typer.Option(80, "--window-tokens", help="(evidence window, fact) pair length at run time."),
+    ce_passages: int = typer.Option(3, "--ce-passages", help="Retrieved passages scored by the cross-encoder per fact."),
+    folds: int = typer.Option(5, "--folds", help="Topic-grouped cross-validation folds for the report."),
+    seed: int = typer.Option(0, "--seed"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: $FSCORE_LITE_THREADS or all)."),
+    bf16: Optional[bool] = typer.Option(None, "--bf16/--no-bf16", help="bfloat16 autocast (default: when the CPU has bf16 units)."),
+    if_missing: bool = typer.Option(False, "--if-missing", help="Do nothing when a verifier trained with these settings "
+                                    "is installed and its files verify."),
+) -> None:
+    """Train the fact verifier: an SNLI cross-encoder (also Q²'s NLI model) and a combiner
+    fitted on FActScore's human labels; export int8 + fp32 ONNX and record both in the manifest."""
+    settings = Settings().with_(models_dir=models_dir, threads=threads)
+    try:
+        from fscore_lite_models.verifier.build import SnliConfig, VerifierConfig, train_verifier as train
+    except ModuleNotFoundError as e:
+        raise FscoreError(f"training needs the export extra: pip install 'fscore-lite[export]' (missing {e.name})") from None
+    cfg = VerifierConfig(seed=seed, threads=settings.threads, window_tokens=window_tokens, ce_passages=ce_passages,
+                         folds=folds, bf16=bf16, snli=SnliConfig(pairs=snli_pairs, epochs=epochs, max_length=max_length))
+    if if_missing and _trained_with(settings.models_dir, cfg, data):
+        typer.echo(f"{cfg.name} is installed in {settings.models_dir} with these settings; nothing to do")
+        return
+    report = train(settings.models_dir, settings, cfg, data=data, log=_log)
+    typer.echo(f"snli test accuracy {100 * report['snli']['test_accuracy']:.2f}% "
+               f"(int8 ONNX {100 * report['graph_checks']['snli_test_accuracy_int8_onnx']:.2f}%)")
+    typer.echo(f"{'subject':<14}{'bios':>5}{'human':>8}{'est':>8}{'ER':>6}{'F1(NS)':>8}   (out-of-fold, {folds} folds)")
+    for r in report["cv"]:
+        typer.echo(f"{r['subject']:<14}{r['n_bios']:>5}{r['human']:>8.1f}{r['estimated']:>8.1f}{r['error_rate']:>6.1f}"
+                   f"{100 * (r['f1_ns'] or 0):>8.1f}")
+    typer.echo(f"installed {cfg.nli_name} (nli) and {cfg.name} (verifier) into {settings.models_dir} "
+               f"in {report['timings']['total_s']:.0f} s")
+
+
+def _trained_with(models_dir: Path, cfg, data: Optional[Path]) -> bool:
+    """Is a verifier built with ``cfg`` (and the same data choice) installed, with intact files?"""
+    from dataclasses import asdict
+
+    bundle = Bundle(models_dir)
+    if cfg.name not in bundle.entries or cfg.nli_name not in bundle.entries:
+        return False
+    entry = bundle.get(cfg.name)
+    training = entry.extra.get("training", {})
+    recorded = {k: v for k, v in training.get("config", {}).items() if k != "bf16"}
+    wanted = {k: v for k, v in asdict(cfg).items() if k != "bf16"}
+    if recorded != wanted or training.get("data") != (str(data) if data else "shipped"):
+        return False
+    try:
+        bundle.verify(entry)
+        bundle.verify(bundle.get(cfg.nli_name))
+    except ModelIntegrityError:
+        return False
+    return True

@@ -19,7 +19,9 @@ def score(
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="Model bundle directory."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: all cores)."),
     n_ctx: Optional[int] = typer.Option(None, "--n-ctx", help="LLM context size in tokens."),
-    mode: str = typer.Option("parity", "--mode", help="parity (reference prompts) or shared-context (one context per response)."),
+    verifier: str = typer.Option("auto", "--verifier", help="trained (cross-encoder + page features, calibrated on human labels), "
+                                 "llm (the reference's LM judge) or auto: trained when installed, else llm."),
+    mode: str = typer.Option("parity", "--mode", help="LLM judge only: parity (reference prompts) or shared-context (one context per response)."),
     context_budget: int = typer.Option(2048, "--context-budget", help="Token budget of the shared context."),
     gamma: float = typer.Option(10, "--gamma", help="Length penalty gamma; 0 disables it."),
     abstain: str = typer.Option("none", "--abstain", help="Abstention detection: none, generic, perplexity_ai."),
@@ -42,12 +44,12 @@ def score(
     settings = Settings().with_(store=store, llm=llm, models_dir=models_dir, threads=threads, n_ctx=n_ctx,
                                 use_cache=False if no_cache else None)
     output = output or input.with_name(input.stem + ".factscore.jsonl")
-    options = ScoreOptions(mode=mode, gamma=gamma, abstain=abstain, k=k, search_all=search_all, npm=npm,
+    options = ScoreOptions(verifier=verifier, mode=mode, gamma=gamma, abstain=abstain, k=k, search_all=search_all, npm=npm,
                            chat_template=chat_template, context_budget=context_budget, progress=not quiet,
                            max_output_chars=max_output_chars, demo_shortcut=demo_shortcut)
     result = score_file(input, output, settings, options, resume=resume, summary_path=summary)
-    keys = ("score", "init_score", "respond_ratio", "num_facts_per_response", "num_items", "status_counts")
-    typer.echo(json.dumps({k: result[k] for k in keys} | {"output": str(output),
+    keys = ("score", "score_ci95", "init_score", "respond_ratio", "num_facts_per_response", "num_items", "status_counts")
+    typer.echo(json.dumps({k: result.get(k) for k in keys} | {"output": str(output),
                           "summary": str(summary or summary_path_for(output))}, indent=2))
 
 

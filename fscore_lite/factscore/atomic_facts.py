@@ -215,6 +215,15 @@ class SentenceFacts:
     facts: list[str]
 
 
+def describe_settings(demo_shortcut: bool) -> dict:
+    """The atomic-fact settings that change facts, for the summary (and the resume key)."""
+    return {
+        "demo_sentences": ("answered with their demo facts (--demo-shortcut, deviation)" if demo_shortcut
+                           else "sent to the LM (reference)"),
+        "spacy_cleanup": spacy_cleanup_status(),
+    }
+
+
 class AtomicFactGenerator:
     """Sentences → atomic facts with a local LLM (greedy, cached)."""
 
@@ -238,11 +247,7 @@ class AtomicFactGenerator:
 
     def describe(self) -> dict:
         """The atomic-fact settings that change facts, for the summary (and the resume key)."""
-        return {
-            "demo_sentences": ("answered with their demo facts (--demo-shortcut, deviation)" if self.demo_shortcut
-                               else "sent to the LM (reference)"),
-            "spacy_cleanup": spacy_cleanup_status(),
-        }
+        return describe_settings(self.demo_shortcut)
 
     def run(self, generation: str) -> list[SentenceFacts]:
         sentences, para_breaks = split_sentences(generation)

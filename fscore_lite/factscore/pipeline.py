@@ -20,12 +20,14 @@ from ..progress import Progress
 from ..settings import Settings
 from .abstain import MODES as ABSTAIN_MODES
 from .abstain import is_abstained
+from .atomic_facts import describe_settings as atomic_fact_settings
 from .score import GAMMA, aggregate, response_score
 from .npm import PASSAGE_TEXT as NPM_PASSAGES
 from .sentences import SPLITTER
 from .verify import DEFAULT_CONTEXT_BUDGET, FALSE_WORDS, TRUE_WORDS
 
 MAX_OUTPUT_CHARS = 100_000
+VERIFIERS = ("auto", "trained", "llm")
 
 
 @dataclass
@@ -42,6 +44,7 @@ class ScoreOptions:
     context_budget: int = DEFAULT_CONTEXT_BUDGET
     max_output_chars: int = MAX_OUTPUT_CHARS
     demo_shortcut: bool = False  # deviation: answer a demo sentence with its demo facts, no LM call
+    verifier: str = "auto"  # auto (trained when installed, else llm) | trained | llm (the reference's LM judge)
     progress: bool = True
 
     def validate(self) -> None:
@@ -51,6 +54,8 @@ class ScoreOptions:
             raise FscoreError(f"--mode must be parity or shared-context, not {self.mode!r}")
         if self.abstain not in ABSTAIN_MODES:
             raise FscoreError(f"--abstain must be one of {', '.join(ABSTAIN_MODES)}, not {self.abstain!r}")
+        if self.verifier not in VERIFIERS:
+            raise FscoreError(f"--verifier must be one of {', '.join(VERIFIERS)}, not {self.verifier!r}")
         if self.max_output_chars < 1:
             raise FscoreError(f"--max-output-chars must be 1 or more, not {self.max_output_chars}")
 
@@ -76,7 +81,11 @@ class Item:
 
 
 class FactScorer:
-    """Loaded components: LLM, embedder, store, retriever, fact generator, verifier, NP."""
+    """Loaded components: LLM, embedder, store, retriever, fact generator, verifier, NP.
+
+    The LLM is loaded only when something needs it: atomic-fact generation (items without
+    ``facts``) or the LLM judge. With the trained verifier and given facts no LLM is loaded.
+    """
 
     def __init__(self, settings: Settings, options: ScoreOptions, cache: CallCache | None = None,
                  llm=None, store=None, embedder=None):
@@ -84,15 +93,13 @@ class FactScorer:
         from ..backends.llm import load_llm
         from ..manifest import Bundle
         from ..store import open_store
-        from .atomic_facts import AtomicFactGenerator
         from .retrieve import Retriever
-        from .verify import Verifier
 
         options.validate()
         self.settings, self.options = settings, options
         self.cache = cache if cache is not None else CallCache(settings.cache_path if settings.use_cache else None)
         self.bundle = Bundle(settings.models_dir)
-        self.llm = llm or load_llm(settings, self.bundle, self.cache, chat_template=options.chat_template)
+        self._llm = llm
         self.store = store or open_store(settings.store)
         if embedder is None:
             name = self.store.embed_model if self.store.embed_model in self.bundle.entries else settings.embed
@@ -106,8 +113,17 @@ class FactScorer:
             )
         self.embedder = embedder
         self.retriever = Retriever(self.store, embedder, options.k, options.search_all, self.cache)
-        self.generator = AtomicFactGenerator(self.llm, demo_shortcut=options.demo_shortcut)
-        self.verifier = Verifier(self.llm, options.mode, options.context_budget)
+        self._generator = None
+        self._verifier = None
+        self.verifier_kind = options.verifier
+        if self.verifier_kind == "auto":
+            self.verifier_kind = "trained" if self.bundle.first_for_role("verifier") else "llm"
+        self.trained = None
+        if self.verifier_kind == "trained":
+            from .trained import TrainedVerifier
+
+            self.trained = TrainedVerifier.from_bundle(self.bundle, self.store, threads=settings.threads,
+                                                       cache=self.cache)
         self.npm = None
         if options.npm:
             from .npm import load_npm
@@ -115,13 +131,62 @@ class FactScorer:
             self.npm = load_npm(settings, self.bundle, self.store, options.npm_model, self.cache)
         self.timings = Timings()
 
+    @property
+    def llm(self):
+        """The LLM runner, loaded (and hash-verified) on first use."""
+        if self._llm is None:
+            from ..backends.llm import load_llm
+
+            self._llm = load_llm(self.settings, self.bundle, self.cache, chat_template=self.options.chat_template)
+        return self._llm
+
+    @llm.setter
+    def llm(self, runner) -> None:
+        self._llm = runner
+
+    @property
+    def llm_loaded(self) -> bool:
+        return self._llm is not None
+
+    @property
+    def generator(self):
+        """The atomic-fact generator (made, with the LLM, on first use)."""
+        if self._generator is None:
+            from .atomic_facts import AtomicFactGenerator
+
+            self._generator = AtomicFactGenerator(self.llm, demo_shortcut=self.options.demo_shortcut)
+        return self._generator
+
+    @property
+    def verifier(self):
+        """The LLM judge (``--verifier llm``), made on first use."""
+        if self._verifier is None:
+            from .verify import Verifier
+
+            self._verifier = Verifier(self.llm, self.options.mode, self.options.context_budget)
+        return self._verifier
+
+    def identity(self) -> dict:
+        """What a result depends on, known before any model runs (the resume key)."""
+        llm = self.settings.llm
+        llm_id = self.bundle.get(llm).sha256 if llm in self.bundle.entries else str(llm)
+        return {"settings": self.describe()["settings"], "llm": llm_id, "store": self.store.sha256,
+                "embed": self.embedder.sha256, "verifier": self.trained.sha256 if self.trained else None}
+
     def describe(self) -> dict:
-        """Models, store and settings, for the summary."""
-        models = {"llm": {"name": self.llm.name, "sha256": self.llm.sha256},
-                  "embed": {"name": self.embedder.name, "sha256": self.embedder.sha256}}
-        for role, comp in (("llm", self.llm), ("embed", self.embedder)):
+        """Models, store and settings, for the summary (the LLM only when it was used)."""
+        models = {"embed": {"name": self.embedder.name, "sha256": self.embedder.sha256}}
+        comps = [("embed", self.embedder)]
+        if self.llm_loaded:
+            models["llm"] = {"name": self._llm.name, "sha256": self._llm.sha256}
+            comps.append(("llm", self._llm))
+        for role, comp in comps:
             if comp.name in self.bundle.entries:
                 models[role] = self.bundle.get(comp.name).to_json() | {"sha256": comp.sha256}
+        if self.trained is not None:
+            entry = self.bundle.get(self.trained.name).to_json()
+            entry["extra"] = {k: v for k, v in entry["extra"].items() if k != "training"}  # the report is long
+            models["verifier"] = entry | {"sha256": self.trained.sha256}
         if self.npm is not None:
             models["mlm"] = {"name": self.npm.name, "sha256": self.npm.sha256}
         o = self.options
@@ -132,17 +197,25 @@ class FactScorer:
                 "mode": o.mode, "gamma": o.gamma, "abstain": o.abstain, "k": o.k, "search_all": o.search_all,
                 "npm": o.npm, "npm_threshold": o.npm_threshold if o.npm else None,
                 "prompt_style": "chat-template" if o.chat_template else "completion (reference)",
-                "decision": f"logprob of first token: {list(TRUE_WORDS)} vs {list(FALSE_WORDS)} (logsumexp)",
+                "verifier": self.verifier_kind,
+                "decision": (self._trained_rule() if self.trained is not None else
+                             f"logprob of first token: {list(TRUE_WORDS)} vs {list(FALSE_WORDS)} (logsumexp)"),
                 "context_budget_tokens": o.context_budget if o.mode == "shared-context" else None,
                 "shared_context_order": ("passages retrieved for more facts first, then best rank; laid out in "
                                          "page order" if o.mode == "shared-context" else None),
                 "parity_call_order": "facts sorted by their prompt's passage sequence to share KV prefixes",
                 "sentence_splitter": SPLITTER,
-                "atomic_facts": self.generator.describe(),
+                "atomic_facts": atomic_fact_settings(o.demo_shortcut),
                 "npm_passages": NPM_PASSAGES if o.npm else None,
                 "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
             },
         }
+
+    def _trained_rule(self) -> str:
+        t = self.trained
+        return (f"trained verifier {t.name}: cross-encoder entailment log-odds of the best {t.builder.passages} "
+                f"retrieved passages ({t.builder.window_tokens}-token windows) + page-level features, logistic "
+                f"combiner; supported iff probability > {t.combiner.threshold:.4f}")
 
     def score_item(self, item: Item) -> dict:
         o = self.options
@@ -171,13 +244,21 @@ class FactScorer:
             return rec
         evidence = [self.retriever.retrieve(item.topic, f) for f in facts]
         t2 = time.monotonic()
-        verdicts = self.verifier.verify(item.topic, facts, evidence)
+        if self.trained is not None:
+            verdicts = self.trained.verify(item.topic, facts, evidence)
+        else:
+            verdicts = self.verifier.verify(item.topic, facts, evidence)
         t3 = time.monotonic()
         decisions = []
         for fact, ev, v in zip(facts, evidence, verdicts):
-            d = {"atom": fact, "is_supported": bool(v.is_supported), "margin": None if v.margin is None else round(v.margin, 4),
-                 "rule": v.rule,
-                 "evidence": [{"id": e.passage.id, "title": e.passage.title, "score": round(e.score, 5)} for e in ev]}
+            if self.trained is not None:
+                d = {"atom": fact, "is_supported": bool(v.is_supported), "probability": round(v.probability, 5),
+                     "rule": "trained", "passage_scores": [round(x, 4) for x in v.passage_scores],
+                     "features": v.features}
+            else:
+                d = {"atom": fact, "is_supported": bool(v.is_supported),
+                     "margin": None if v.margin is None else round(v.margin, 4), "rule": v.rule}
+            d["evidence"] = [{"id": e.passage.id, "title": e.passage.title, "score": round(e.score, 5)} for e in ev]
             if self.npm is not None and d["is_supported"]:
                 p = self.npm.probability(item.topic, fact)
                 d["npprob"] = round(p, 5)
@@ -227,9 +308,9 @@ def load_items(path: str | Path, max_output_chars: int = MAX_OUTPUT_CHARS) -> li
 
 def _run_key(path: Path, scorer: FactScorer) -> str:
     h = hashlib.sha256(path.read_bytes())
-    h.update(json.dumps(scorer.describe()["settings"], sort_keys=True).encode())
-    h.update(scorer.llm.sha256.encode() + scorer.store.sha256.encode())
+    h.update(json.dumps(scorer.identity(), sort_keys=True).encode())
     return h.hexdigest()
+
 
 
 summary_path_for = io_summary_path_for  # OUT.summary.json, the convention score and q2 share
@@ -275,7 +356,9 @@ def score_file(input_path: str | Path, output_path: str | Path, settings: Settin
             "facts_generated": t.facts_generated, "facts_verified": t.facts_verified,
             "items_resumed": progress.skipped,
         }
-        s = scorer.llm.stats
+        from ..backends.llm import LLMStats
+
+        s = scorer._llm.stats if scorer.llm_loaded else LLMStats()
         summary["llm_calls"] = {"calls": s.calls, "cached": s.cached_calls, "tokens_evaluated": s.tokens_evaluated,
                                 "tokens_reused": s.tokens_reused, "tokens_generated": s.tokens_generated}
         summary["input"] = str(input_path)

@@ -5,7 +5,7 @@ window of sentences that best matches the fact, and the (window, fact) pairs are
 cross-encoder in one batch; its entailment log-odds per passage, summarised, and the fact's
 page-level features (:mod:`.page_features`) go through the calibrated combiner recorded in the
 model manifest (:mod:`.combiner`). Output per fact: probability, per-passage scores, features,
-decision. With ``--verifier llm+trained`` the LLM judge's margin is one more feature.
+decision.
 
 The build step (``fscore-lite models train verifier``, :mod:`models.verifier`) computes its
 training features with these same functions, on the same store and retrieval.
@@ -24,8 +24,8 @@ from .page_features import STOPWORDS, PageIndex, fact_features, words
 from .retrieve import Evidence
 
 CE_FEATURES = ("ce_max", "ce_top", "ce_mean", "ce_contra")
-LLM_FEATURE = "llm_margin"
-WINDOW_TOKENS = 128  # pair length fed to the cross-encoder (fact + evidence window + 3 specials)
+WINDOW_TOKENS = 80  # pair length fed to the cross-encoder (fact + evidence window + 3 specials)
+CE_PASSAGES = 3  # retrieved passages (best first) the cross-encoder scores per fact
 
 _SENT_MARKED = re.compile(r"<s>(.*?)</s>", re.S)
 _SENT_PLAIN = re.compile(r"(?<=[.!?])\s+")
@@ -96,26 +96,51 @@ class TrainedVerdict:
     features: dict[str, float]
 
 
+class PairBuilder:
+    """The (evidence window, fact) pairs the cross-encoder scores for one fact: the best
+    ``passages`` retrieved passages in rank order, each cut to a window (:func:`evidence_window`)
+    so that window + fact + 3 special tokens fit ``window_tokens``."""
+
+    def __init__(self, count_tokens, window_tokens: int = WINDOW_TOKENS, passages: int = CE_PASSAGES):
+        self._count_fn = count_tokens
+        self.window_tokens = int(window_tokens)
+        self.passages = int(passages)
+        self._tokens: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        n = self._tokens.get(text)
+        if n is None:
+            n = self._count_fn(text)
+            if len(self._tokens) > 50_000:
+                self._tokens.clear()
+            self._tokens[text] = n
+        return n
+
+    def pairs(self, fact: str, evidence: list[Evidence]) -> list[tuple[str, str]]:
+        budget = self.window_tokens - 3 - self.count(fact)
+        best = sorted(evidence, key=lambda e: e.rank)[: self.passages]
+        return [(evidence_window(e.passage.title, e.passage.text, fact, self.count, budget), fact) for e in best]
+
+
 class TrainedVerifier:
     """Applies a trained verifier bundle entry (cross-encoder + combiner) to facts."""
 
-    def __init__(self, model, combiner: Combiner, store, window_tokens: int = WINDOW_TOKENS, name: str = "",
-                 sha256: str = ""):
+    def __init__(self, model, combiner: Combiner | None, store, window_tokens: int = WINDOW_TOKENS,
+                 passages: int = CE_PASSAGES, name: str = "", sha256: str = ""):
         from ..backends.onnx_nli import label_names
 
         self.model = model
         self.combiner = combiner
         self.store = store
-        self.window_tokens = int(window_tokens)
+        self.builder = PairBuilder(model.count_tokens, window_tokens, passages)
         self.labels = label_names(model.config, model.n_labels or 3)
         self.name = name or model.name
         self.sha256 = sha256 or model.sha256
         self._pages: dict[str, PageIndex] = {}
-        self._tokens: dict[str, int] = {}
 
     @classmethod
     def from_bundle(cls, bundle, store, *, name: str | None = None, threads: int = 1, cache=None,
-                    precision: str = "int8", with_llm: bool = False) -> "TrainedVerifier":
+                    precision: str = "int8") -> "TrainedVerifier":
         from ..backends.onnx_nli import bundle_files
         from ..backends.cross_encoder import CrossEncoder
 
@@ -124,25 +149,15 @@ class TrainedVerifier:
             raise FscoreError(
                 f"no trained verifier in {bundle.manifest_path}: build one with `fscore-lite models train verifier` "
                 "or use --verifier llm")
-        key = "combiner_llm" if with_llm else "combiner"
-        if key not in entry.extra:
-            raise FscoreError(
-                f"verifier '{entry.name}' was trained without LLM margins, so --verifier llm+trained has no "
-                "combiner; rebuild it with `fscore-lite models train verifier --llm-facts N` or use --verifier trained")
+        if "combiner" not in entry.extra:
+            raise FscoreError(f"model '{entry.name}' in {bundle.manifest_path} has no combiner: rebuild it with "
+                              "`fscore-lite models train verifier`")
         files = bundle_files(bundle, entry, precision)
         window = int(entry.extra.get("window_tokens", WINDOW_TOKENS))
         model = CrossEncoder(files["weights"], files["tokenizer"], files.get("config"), name=entry.name,
                              sha256=files["sha256"], threads=threads, cache=cache, max_length=window)
-        return cls(model, Combiner.from_json(entry.extra[key]), store, window, entry.name, files["sha256"])
-
-    def _count(self, text: str) -> int:
-        n = self._tokens.get(text)
-        if n is None:
-            n = self.model.count_tokens(text)
-            if len(self._tokens) > 50_000:
-                self._tokens.clear()
-            self._tokens[text] = n
-        return n
+        return cls(model, Combiner.from_json(entry.extra["combiner"]), store, window,
+                   int(entry.extra.get("ce_passages", CE_PASSAGES)), entry.name, files["sha256"])
 
     def page(self, topic: str) -> PageIndex:
         if topic not in self._pages:
@@ -151,34 +166,23 @@ class TrainedVerifier:
             self._pages[topic] = PageIndex.build(topic, page_text(self.store, topic) if self.store.has_page(topic) else "")
         return self._pages[topic]
 
-    def pairs(self, fact: str, evidence: list[Evidence]) -> list[tuple[str, str]]:
-        """The (evidence window, fact) pairs of one fact, in rank order."""
-        budget = self.window_tokens - 3 - self._count(fact)
-        return [(evidence_window(e.passage.title, e.passage.text, fact, self._count, budget), fact)
-                for e in sorted(evidence, key=lambda e: e.rank)]
-
     def features(self, topic: str, fact: str, evidence: list[Evidence]) -> tuple[dict[str, float], list[float]]:
         """All combiner inputs of one fact (without the LLM margin) and its passage scores."""
         feats = fact_features(fact, self.page(topic), [e.passage.text for e in evidence])
         if not evidence:
             ce = {"ce_max": -10.0, "ce_top": -10.0, "ce_mean": -10.0, "ce_contra": 0.0}
             return {**ce, **feats}, []
-        pairs = self.pairs(fact, evidence)
-        logits = self.model.cached("verifier_pairs", {"pairs": pairs, "max_length": self.window_tokens},
+        pairs = self.builder.pairs(fact, evidence)
+        logits = self.model.cached("verifier_pairs", {"pairs": pairs, "max_length": self.builder.window_tokens},
                                    lambda: self.model.logits_batch(pairs).tolist())
         ce, scores = ce_features(np.asarray(logits, dtype=np.float32), self.labels)
         return {**ce, **feats}, scores
 
-    def verify(self, topic: str, facts: list[str], evidence: list[list[Evidence]],
-               llm_margins: list[float | None] | None = None) -> list[TrainedVerdict]:
+    def verify(self, topic: str, facts: list[str], evidence: list[list[Evidence]]) -> list[TrainedVerdict]:
+        assert self.combiner is not None
         out = []
-        for i, (fact, ev) in enumerate(zip(facts, evidence)):
+        for fact, ev in zip(facts, evidence):
             feats, scores = self.features(topic, fact, ev)
-            if LLM_FEATURE in self.combiner.features:
-                m = llm_margins[i] if llm_margins else None
-                if m is None:
-                    raise FscoreError("the llm+trained combiner needs the LLM margin of every fact")
-                feats[LLM_FEATURE] = float(m)
             p = float(self.combiner.probability(self.combiner.matrix([feats]))[0])
             out.append(TrainedVerdict(p > self.combiner.threshold, p, scores,
                                       {k: round(v, 5) for k, v in feats.items()}))

@@ -108,15 +108,16 @@ def _human_sn_facts(bio: AnnotatedBio) -> list[tuple[str, bool]]:
 
 def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=None, store=None,
            out: Path = Path("out/meta-eval"), chat_template=False, context_budget=2048, baseline=False,
-           per_fact: bool = True, progress: bool = True) -> dict:
+           per_fact: bool = True, progress: bool = True, verifier: str = "llm") -> dict:
     from ..factscore.pipeline import FactScorer, ScoreOptions, score_file
 
     pages, files = wiki_pages(data)
     store_path = ensure_store(files, settings, Path(store) if store else None)
     settings = settings.with_(store=store_path)
     options = ScoreOptions(mode=mode, gamma=0, chat_template=chat_template, context_budget=context_budget,
-                           progress=progress)
+                           progress=progress, verifier=verifier)
     scorer = FactScorer(settings, options)
+    seen = trained_topics_note(scorer, set(pages))
     out = Path(out)
     results: list[SubjectResult] = []
     for subject in subjects or SUBJECTS:
@@ -124,7 +125,8 @@ def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=
             raise FscoreError(f"unknown subject {subject!r}; choose from {', '.join(SUBJECTS)}")
         bios = [b for b in load_subject(data, subject) if b.responded and b.topic in pages and b.model_facts()]
         bios = sample(bios, limit)
-        tag = f"{subject}-{mode}{'-chat' if chat_template else ''}"
+        tag = (f"{subject}-trained" if scorer.trained is not None else
+               f"{subject}-{mode}{'-chat' if chat_template else ''}")
         inp = out / f"er-{tag}.input.jsonl"
         atomic_write_text(inp, "".join(json.dumps({"topic": b.topic, "facts": b.model_facts(), "bio_line": b.line})
                                        + "\n" for b in bios))
@@ -156,19 +158,36 @@ def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=
     order = [r.subject for r in sorted(results, key=lambda r: r.estimated)]
     present = [s for s in RANKING if s in order]
     return {
-        "mode": mode, "limit": limit, "store": str(store_path), "llm": scorer.llm.name,
+        "note": seen, "verifier": scorer.verifier_kind,
+        "verifier_model": scorer.trained.name if scorer.trained is not None else None,
+        "mode": mode, "limit": limit, "store": str(store_path), "llm": scorer.llm.name if scorer.llm_loaded else None,
         "prompt_style": "chat-template" if chat_template else "completion",
         "subjects": [r.__dict__ | {"error_rate": r.error_rate} for r in results],
         "ranking_preserved": order == present if len(present) > 1 else None,
-        "llm_calls": scorer.llm.stats.__dict__,
+        "llm_calls": scorer.llm.stats.__dict__ if scorer.llm_loaded else {},
         "verification_s": scorer.timings.verification,
         "facts_verified": scorer.timings.facts_verified,
     }
 
 
+def trained_topics_note(scorer, topics: set[str]) -> str | None:
+    """With the trained verifier: how many of ``topics`` it was trained on (those estimates are
+    in-sample, hence optimistic)."""
+    if scorer.trained is None:
+        return None
+    trained = set(scorer.bundle.get(scorer.trained.name).extra.get("training", {}).get("topics", []))
+    both = len(trained & topics)
+    if not both:
+        return f"none of these {len(topics)} topics were seen by the installed verifier in training"
+    return (f"WARNING: {both} of these {len(topics)} topics are topics the installed verifier was trained on: "
+            "these estimates are in-sample (optimistic); use --cv K for held-out topics")
+
+
 def format_report(report: dict) -> str:
-    lines = [f"FActScore estimator error rate — mode {report['mode']}, llm {report['llm']}, "
-             f"prompts {report['prompt_style']}, limit {report['limit'] or 'none'} bios/subject",
+    judge = (f"verifier {report['verifier_model']} (trained)" if report.get("verifier_model") else
+             f"mode {report['mode']}, llm {report['llm']}, prompts {report['prompt_style']}")
+    lines = ([report["note"]] if report.get("note") else []) + [
+             f"FActScore estimator error rate — {judge}, limit {report['limit'] or 'none'} bios/subject",
              f"{'subject':<14}{'bios':>5}{'human':>8}{'est':>8}{'ER':>7}{'F1(NS)':>8}{'facts':>7}{'hfacts':>8}"
              f"{'floor ER':>10}{'floor F1':>10}"]
     for r in report["subjects"]:

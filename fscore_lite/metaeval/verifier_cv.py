@@ -1,0 +1,241 @@
+"""Topic-grouped cross-validation of the trained verifier's combiner (build step and meta-eval).
+
+Examples are the annotated bios whose topic has a page in ``DATA/wiki-*/pages.jsonl``:
+*human* facts labelled S or NS (what the combiner learns from, and what F1(NS) is measured
+on) and the *model* facts the paper's estimator was evaluated on (what the estimated
+FActScore, the ER and the threshold are computed from). Every fact is retrieved exactly as
+``score`` retrieves it (same store, k, order) and featurised by the runtime's own
+:class:`fscore_lite.factscore.trained.TrainedVerifier`.
+
+Folds group topics (all bios and facts of a topic fall in one fold), assigned round-robin
+over topics sorted by sha256 — fixed for a given topic set. In each fold, the combiner and
+its threshold are fitted on the other folds' topics only and applied to the held-out ones, so
+every reported estimate comes from a combiner that never saw that topic.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..factscore.combiner import Combiner, fit_logistic, share_matching_threshold
+from .factscore_human import human_fact_labels
+from .labeled import SUBJECTS, AnnotatedBio, load_subject
+
+
+@dataclass
+class Fact:
+    topic: str
+    text: str
+    bio: int  # index into Examples.bios
+    label: bool | None  # human S (True) / NS (False); None for model facts
+
+
+@dataclass
+class Examples:
+    bios: list[AnnotatedBio]
+    human: list[Fact]
+    model: list[Fact]
+    human_share: list[float]  # per bio: the human FActScore (S / all, irrelevant sentences as NS)
+    features: dict[str, list[dict[str, float]]] = field(default_factory=dict)  # "human"/"model" → rows
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({b.topic for b in self.bios})
+
+
+def load_examples(data: str | Path, pages: dict[str, str], subjects=SUBJECTS) -> Examples:
+    bios = [b for s in subjects for b in load_subject(data, s) if b.responded and b.topic in pages and b.model_facts()]
+    human, model, share = [], [], []
+    for i, b in enumerate(bios):
+        for s in b.sentences or ():
+            if s.is_relevant:
+                human += [Fact(b.topic, f.text, i, f.label == "S") for f in s.human_facts if f.label in ("S", "NS")]
+        model += [Fact(b.topic, f, i, None) for f in b.model_facts()]
+        labels = human_fact_labels(b)
+        share.append(sum(labels) / len(labels))
+    return Examples(bios, human, model, share)
+
+
+def topic_folds(topics: list[str], k: int) -> dict[str, int]:
+    """Topic → fold, round-robin over topics sorted by their sha256."""
+    ordered = sorted(topics, key=lambda t: hashlib.sha256(t.encode("utf-8")).hexdigest())
+    return {t: i % k for i, t in enumerate(ordered)}
+
+
+def featurise(ex: Examples, retriever, verifier, progress=None) -> None:
+    """Fill ``ex.features`` with the verifier's inputs for every human and model fact."""
+    for kind in ("human", "model"):
+        rows = []
+        for f in getattr(ex, kind):
+            evidence = retriever.retrieve(f.topic, f.text)
+            rows.append(verifier.features(f.topic, f.text, evidence)[0])
+            if progress:
+                progress()
+        ex.features[kind] = rows
+
+
+def fit_combiner(ex: Examples, features: tuple[str, ...], topics: set[str], l2: float = 1.0) -> Combiner:
+    """Combiner and share-matching threshold fitted on the facts and bios of ``topics``."""
+    rows = [(r, f.label) for r, f in zip(ex.features["human"], ex.human) if f.topic in topics]
+    x = np.asarray([[r[n] for n in features] for r, _ in rows], dtype=np.float64)
+    y = np.asarray([lab for _, lab in rows], dtype=np.float64)
+    comb = fit_logistic(x, y, features, l2=l2)
+    bios = [i for i, b in enumerate(ex.bios) if b.topic in topics]
+    probs = bio_probabilities(ex, comb, set(bios))
+    target = float(np.mean([ex.human_share[i] for i in bios]))
+    return comb.with_threshold(share_matching_threshold([probs[i] for i in bios], target))
+
+
+def bio_probabilities(ex: Examples, comb: Combiner, bios: set[int]) -> dict[int, np.ndarray]:
+    by_bio: dict[int, list[dict]] = {i: [] for i in bios}
+    for r, f in zip(ex.features["model"], ex.model):
+        if f.bio in by_bio:
+            by_bio[f.bio].append(r)
+    return {i: comb.probability(comb.matrix(rows)) for i, rows in by_bio.items()}
+
+
+@dataclass
+class CvResult:
+    """Out-of-fold predictions: per human fact (supported?) and per bio (estimated score)."""
+
+    human_pred: list[bool]
+    bio_estimate: list[float]
+    folds: dict[str, int]
+    combiners: list[Combiner]
+
+
+def cross_validate(ex: Examples, features: tuple[str, ...], k: int = 5, l2: float = 1.0) -> CvResult:
+    folds = topic_folds(ex.topics, k)
+    human_pred = [False] * len(ex.human)
+    estimate = [0.0] * len(ex.bios)
+    combiners = []
+    for fold in range(k):
+        train = {t for t, f in folds.items() if f != fold}
+        comb = fit_combiner(ex, features, train, l2)
+        combiners.append(comb)
+        for i, (r, f) in enumerate(zip(ex.features["human"], ex.human)):
+            if folds[f.topic] == fold:
+                human_pred[i] = bool(comb.probability(comb.matrix([r]))[0] > comb.threshold)
+        held = {i for i, b in enumerate(ex.bios) if folds[b.topic] == fold}
+        for i, p in bio_probabilities(ex, comb, held).items():
+            estimate[i] = float(np.mean(p > comb.threshold))
+    return CvResult(human_pred, estimate, folds, combiners)
+
+
+def in_sample(ex: Examples, comb: Combiner) -> CvResult:
+    """Predictions of one combiner on every example (topics it was trained on: optimistic)."""
+    preds = [bool(p > comb.threshold) for p in comb.probability(comb.matrix(ex.features["human"]))]
+    probs = bio_probabilities(ex, comb, set(range(len(ex.bios))))
+    return CvResult(preds, [float(np.mean(probs[i] > comb.threshold)) for i in range(len(ex.bios))], {}, [comb])
+
+
+def per_subject(ex: Examples, res: CvResult) -> list[dict]:
+    """Per subject: bios, human and estimated FActScore (×100), ER, F1 of predicting NS."""
+    from .factscore_er import f1_not_supported
+
+    out = []
+    for subject in dict.fromkeys(b.subject for b in ex.bios):
+        bios = [i for i, b in enumerate(ex.bios) if b.subject == subject]
+        hs = [(p, f.label) for p, f in zip(res.human_pred, ex.human) if ex.bios[f.bio].subject == subject]
+        human = 100 * float(np.mean([ex.human_share[i] for i in bios]))
+        est = 100 * float(np.mean([res.bio_estimate[i] for i in bios]))
+        f1 = f1_not_supported([p for p, _ in hs], [bool(lab) for _, lab in hs])
+        out.append({"subject": subject, "n_bios": len(bios), "human": human, "estimated": est,
+                    "error_rate": abs(est - human), "f1_ns": f1,
+                    "n_facts": sum(len(ex.bios[i].model_facts()) for i in bios), "n_human_facts": len(hs)})
+    return out
+
+
+def _floor(ex: Examples, pages: dict[str, str]) -> CvResult:
+    """The model-free word-overlap floor as predictions (no fitting)."""
+    from .factscore_er import overlap_supported
+
+    preds = [overlap_supported(f.text, pages[f.topic]) for f in ex.human]
+    by_bio: dict[int, list[bool]] = {}
+    for f in ex.model:
+        by_bio.setdefault(f.bio, []).append(overlap_supported(f.text, pages[f.topic]))
+    return CvResult(preds, [float(np.mean(by_bio[i])) for i in range(len(ex.bios))], {}, [])
+
+
+def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool = True) -> dict:
+    """``meta-eval factscore-er --verifier trained --cv K`` on the bios of ``data``.
+
+    The installed verifier's cross-encoder (trained on SNLI only, never on a FActScore topic)
+    and its settings featurise every fact; the combiner is refitted in each topic-grouped
+    fold on the other folds' topics, so every estimate comes from a combiner that never saw
+    its topic. The lexical regression (page features only) is cross-validated the same way;
+    the word-overlap floor needs no fitting."""
+    import sys
+    import time
+
+    from ..backends.embed import SentenceEmbedder
+    from ..cache import CallCache
+    from ..errors import FscoreError
+    from ..factscore.page_features import FEATURES
+    from ..factscore.retrieve import Retriever
+    from ..factscore.trained import TrainedVerifier
+    from ..manifest import Bundle
+    from ..store import open_store
+    from .factscore_er import RANKING, ensure_store, wiki_pages
+
+    if folds < 2:
+        raise FscoreError(f"--cv needs at least 2 folds, not {folds}")
+    pages, files = wiki_pages(data)
+    store_path = ensure_store(files, settings, None)
+    bundle = Bundle(settings.models_dir)
+    store = open_store(store_path)
+    cache = CallCache(settings.cache_path if settings.use_cache else None)
+    verifier = TrainedVerifier.from_bundle(bundle, store, threads=settings.threads, cache=cache)
+    entry = bundle.get(verifier.name)
+    embedder = SentenceEmbedder.from_bundle(bundle, store.embed_model, settings.threads)
+    retriever = Retriever(store, embedder, int(entry.extra.get("k", 5)), False, cache)
+    ex = load_examples(data, pages, subjects)
+    if len(ex.topics) < folds:
+        raise FscoreError(f"{len(ex.topics)} topics with pages and labels under {data}: too few for {folds} folds")
+    total, done, t0 = len(ex.human) + len(ex.model), [0], time.monotonic()
+
+    def tick():
+        done[0] += 1
+        if progress and (done[0] % 500 == 0 or done[0] == total):
+            print(f"\rfeatures {done[0]}/{total} facts, {done[0] / (time.monotonic() - t0):.1f}/s", end="",
+                  file=sys.stderr, flush=True)
+
+    featurise(ex, retriever, verifier, tick)
+    if progress:
+        print(file=sys.stderr)
+    names = tuple(entry.extra["combiner"]["features"])
+    l2 = float(entry.extra.get("training", {}).get("config", {}).get("l2", 1.0))
+    rows = {"trained": per_subject(ex, cross_validate(ex, names, folds, l2)),
+            "lexical": per_subject(ex, cross_validate(ex, FEATURES, folds, l2)),
+            "floor": per_subject(ex, _floor(ex, pages))}
+
+    def ranking(table):
+        order = [r["subject"] for r in sorted(table, key=lambda r: r["estimated"])]
+        present = [s for s in RANKING if s in order]
+        return order == present if len(present) > 1 else None
+
+    return {"folds": folds, "verifier": verifier.name, "verifier_sha256": verifier.sha256, "store": str(store_path),
+            "topics": len(ex.topics), "bios": len(ex.bios), "human_facts": len(ex.human), "model_facts": len(ex.model),
+            "subjects": rows["trained"], "lexical": rows["lexical"], "floor": rows["floor"],
+            "ranking_preserved": {k: ranking(v) for k, v in rows.items()},
+            "features_s": round(time.monotonic() - t0, 1)}
+
+
+def format_cv_report(report: dict) -> str:
+    lines = [f"held-out topics: {report['folds']}-fold topic-grouped cross-validation over {report['topics']} topics "
+             f"({report['bios']} bios, {report['human_facts']} human S/NS facts, {report['model_facts']} model facts); "
+             f"verifier {report['verifier']} ({report['verifier_sha256'][:12]})",
+             f"{'subject':<14}{'bios':>5}{'human':>7}{'est':>7}{'ER':>6}{'F1(NS)':>8} | {'lexical':>7}{'ER':>6}"
+             f"{'F1':>6} | {'floor':>6}{'ER':>6}{'F1':>6}"]
+    for r, lex, fl in zip(report["subjects"], report["lexical"], report["floor"]):
+        f = lambda x: f"{100 * x:.1f}" if x is not None else "-"  # noqa: E731
+        lines.append(f"{r['subject']:<14}{r['n_bios']:>5}{r['human']:>7.1f}{r['estimated']:>7.1f}{r['error_rate']:>6.1f}"
+                     f"{f(r['f1_ns']):>8} | {lex['estimated']:>7.1f}{lex['error_rate']:>6.1f}{f(lex['f1_ns']):>6} | "
+                     f"{fl['estimated']:>6.1f}{fl['error_rate']:>6.1f}{f(fl['f1_ns']):>6}")
+    rp = report["ranking_preserved"]
+    lines.append(f"ranking InstructGPT < ChatGPT < PerplexityAI preserved: trained {rp['trained']}, "
+                 f"lexical {rp['lexical']}, floor {rp['floor']}")
+    return "\n".join(lines)

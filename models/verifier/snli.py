@@ -1,0 +1,100 @@
+"""Stage 1: an NLI cross-encoder from all-MiniLM-L6-v2 trained on SNLI (3 labels).
+
+The head is new (``BertForSequenceClassification`` on MiniLM's encoder); labels are
+``entailment, neutral, contradiction`` in that logit order, recorded in ``config.json``.
+Pairs are (premise, hypothesis) with SNLI's gold label; pairs without one ("-") are dropped.
+Batches are cut from length-sorted chunks (less padding), in an order fixed by the seed.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+LABELS = ("entailment", "neutral", "contradiction")
+
+
+@dataclass
+class SnliConfig:
+    pairs: int = 40_000  # training pairs, a seeded sample of the 100,000 shipped
+    max_length: int = 64
+    epochs: float = 1.0
+    batch_size: int = 32
+    lr: float = 8e-5
+    test_pairs: int = 10_000  # the full SNLI test set
+
+
+def read_snli(path: Path) -> list[tuple[str, str, int]]:
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            if d.get("gold_label") in LABELS:
+                out.append((d["sentence1"], d["sentence2"], LABELS.index(d["gold_label"])))
+    return out
+
+
+def batches_by_length(examples, tokenizer, batch_size: int, seed: int, epochs: float):
+    """Encoded batches: shuffle, sort chunks of 50 batches by length, shuffle the batches."""
+    from fscore_lite.backends.cross_encoder import encode_pairs
+
+    from .torch_train import tensors
+
+    rng = np.random.RandomState(seed)
+    total = int(round(epochs * len(examples)))
+    order: list[int] = []
+    while len(order) < total:
+        order.extend(rng.permutation(len(examples)).tolist())
+    order = order[:total]
+    chunk = batch_size * 50
+    batches = []
+    for c in range(0, len(order), chunk):
+        idx = sorted(order[c : c + chunk], key=lambda i: (len(examples[i][0]) + len(examples[i][1]), i))
+        batches.extend(idx[b : b + batch_size] for b in range(0, len(idx), batch_size))
+    for j in rng.permutation(len(batches)).tolist():
+        b = batches[j]
+        feeds = encode_pairs(tokenizer, [(examples[i][0], examples[i][1]) for i in b])
+        yield tensors(feeds, [examples[i][2] for i in b])
+
+
+def new_model(checkpoint: Path):
+    from transformers import BertForSequenceClassification
+
+    return BertForSequenceClassification.from_pretrained(
+        str(checkpoint), num_labels=3, id2label=dict(enumerate(LABELS)), label2id={n: i for i, n in enumerate(LABELS)})
+
+
+def train_snli(checkpoint: Path, files: dict[str, Path], cfg: SnliConfig, *, seed: int, threads: int, bf16: bool,
+               log=print):
+    """Train; return (model, report dict with the SNLI test accuracy)."""
+    import torch
+    from tokenizers import Tokenizer
+
+    from fscore_lite.backends.cross_encoder import pair_tokenizer
+
+    from .torch_train import predict_logits, seed_everything, train_loop
+
+    seed_everything(seed, threads)
+    tok = pair_tokenizer(Tokenizer.from_file(str(checkpoint / "tokenizer.json")), cfg.max_length)
+    train = read_snli(files["train"])
+    rng = np.random.RandomState(seed)
+    sample = [train[i] for i in sorted(rng.permutation(len(train))[: cfg.pairs].tolist())]
+    model = new_model(checkpoint)
+    model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
+    steps = int(np.ceil(cfg.epochs * len(sample) / cfg.batch_size))
+
+    def loss_fn(m, batch):
+        return m(**{k: v for k, v in batch.items() if k != "labels"}, labels=batch["labels"]).loss
+
+    loop = train_loop(model, batches_by_length(sample, tok, cfg.batch_size, seed, cfg.epochs), loss_fn, lr=cfg.lr,
+                      steps_total=steps, bf16=bf16, log=log, label="snli")
+    test = read_snli(files["test"])[: cfg.test_pairs]
+    with torch.no_grad():
+        z = predict_logits(model, tok, [(a, b) for a, b, _ in test], bf16=bf16)
+    acc = float(np.mean(z.argmax(1) == np.asarray([y for *_, y in test])))
+    log(f"snli: test accuracy {100 * acc:.2f}% on {len(test)} pairs ({loop.seconds:.0f} s training)")
+    report = {"train_pairs": len(sample), "test_pairs": len(test), "test_accuracy": round(acc, 5),
+              "steps": loop.steps, "seconds": loop.seconds, "final_loss": loop.final_loss, "bf16": bf16}
+    return model, report

@@ -1,0 +1,115 @@
+"""The training loop both stages share: fixed seed, fixed threads, fixed order, AdamW.
+
+Batches are made from pairs with the runtime's own pair encoding
+(:func:`fscore_lite.backends.cross_encoder.encode_pairs`), so the ids the model learns from are
+the ids the exported graph is fed. The word-embedding matrix is frozen (most of MiniLM's
+parameters; updating it costs time and helps little). On CPUs with bfloat16 matrix units
+(AMX / AVX512-BF16) the forward and backward passes run under bfloat16 autocast — about 3×
+faster here; master weights stay fp32. Same machine, seed and inputs → same weights.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+def cpu_has_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split("flags", 2)[1].split("\n", 1)[0]
+    except (OSError, IndexError):
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def seed_everything(seed: int, threads: int) -> None:
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(max(1, int(threads)))
+
+
+def state_sha256(model) -> str:
+    """sha256 over the model's parameters and buffers (names, shapes, fp32 bytes), sorted."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.detach().cpu().float().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+@dataclass
+class LoopReport:
+    steps: int
+    examples: int
+    seconds: float
+    final_loss: float
+    bf16: bool
+
+
+def train_loop(model, batches, loss_fn, *, lr: float, steps_total: int, warmup: float = 0.1, bf16: bool = False,
+               log=print, label: str = "train") -> LoopReport:
+    """Run ``loss_fn(model, batch)`` over ``batches`` (an iterable, already in its fixed order)
+    with AdamW and a linear warm-up / decay schedule."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    warm = max(1, int(warmup * steps_total))
+
+    def schedule(step):
+        return (step + 1) / warm if step < warm else max(0.0, (steps_total - step) / max(1, steps_total - warm))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    model.train()
+    t0, step, seen, ema = time.monotonic(), 0, 0, None
+    for batch in batches:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = loss_fn(model, batch)
+        loss.float().backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        seen += int(batch["labels"].shape[0])
+        ema = float(loss) if ema is None else 0.98 * ema + 0.02 * float(loss)
+        if step % 100 == 0 or step == steps_total:
+            el = time.monotonic() - t0
+            log(f"{label}: step {step}/{steps_total}, loss {ema:.4f}, {seen / el:.0f} examples/s")
+        if step >= steps_total:
+            break
+    model.eval()
+    return LoopReport(step, seen, round(time.monotonic() - t0, 1), round(ema or 0.0, 5), bf16)
+
+
+def tensors(feeds: dict[str, np.ndarray], labels) -> dict:
+    import torch
+
+    out = {k: torch.from_numpy(v) for k, v in feeds.items()}
+    out["labels"] = torch.as_tensor(np.asarray(labels))
+    return out
+
+
+def predict_logits(model, tokenizer, pairs: list[tuple[str, str]], pad_id: int = 0, batch_size: int = 64,
+                   bf16: bool = False) -> np.ndarray:
+    """Torch logits for pairs (for the SNLI test accuracy and parity checks)."""
+    import torch
+
+    from fscore_lite.backends.cross_encoder import encode_pairs
+
+    out = []
+    model.eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        for b in range(0, len(pairs), batch_size):
+            feeds = encode_pairs(tokenizer, pairs[b : b + batch_size], pad_id)
+            z = model(**{k: torch.from_numpy(v) for k, v in feeds.items()}).logits
+            out.append(z.float().numpy())
+    return np.concatenate(out) if out else np.zeros((0, 3), dtype=np.float32)

@@ -1,0 +1,217 @@
+"""The trained verifier: tiny end-to-end training, determinism, graphs, combiner, runtime, CLI.
+
+The tiny trainings use a tiny random BERT (``fscore_lite_models.tiny``), a dozen made-up
+SNLI-format pairs and three annotated topics, so they take seconds; the store is embedded
+with the real installed all-MiniLM-L6-v2. The last tests use the real verifier that
+``make test`` builds (``fscore-lite models train verifier``).
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fscore_lite.factscore.combiner import Combiner, fit_logistic, share_matching_threshold
+from fscore_lite.factscore.page_features import FEATURES, PageIndex, fact_features
+from fscore_lite.factscore.trained import CE_FEATURES, evidence_window, passage_sentences
+from fscore_lite.manifest import Bundle
+from fscore_lite.settings import DEFAULT_EMBED, Settings
+
+pytestmark = pytest.mark.export
+
+TOPICS = 3
+SNLI = [
+    ("A man is playing a guitar on stage.", "A man plays music.", "entailment"),
+    ("A man is playing a guitar on stage.", "A woman is sleeping.", "contradiction"),
+    ("A man is playing a guitar on stage.", "The man is famous.", "neutral"),
+    ("Two dogs run through a field.", "Animals are outside.", "entailment"),
+    ("Two dogs run through a field.", "The dogs are asleep indoors.", "contradiction"),
+    ("Two dogs run through a field.", "The dogs are chasing a ball.", "neutral"),
+    ("A child eats an apple in the kitchen.", "A kid is eating.", "entailment"),
+    ("A child eats an apple in the kitchen.", "The child is swimming.", "contradiction"),
+    ("A child eats an apple in the kitchen.", "The apple is red.", "neutral"),
+    ("A woman reads a book on a bench.", "Someone is reading.", "entailment"),
+    ("A woman reads a book on a bench.", "The woman is running a race.", "contradiction"),
+    ("A woman reads a book on a bench.", "The book is a novel.", "neutral"),
+]
+
+
+def _snli(tmp: Path) -> dict[str, Path]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    rows = "".join(json.dumps({"sentence1": a, "sentence2": b, "gold_label": y}) + "\n" for a, b, y in SNLI)
+    rows += json.dumps({"sentence1": "x", "sentence2": "y", "gold_label": "-"}) + "\n"  # no gold label: dropped
+    (tmp / "train.jsonl").write_text(rows, encoding="utf-8")
+    (tmp / "test.jsonl").write_text(rows, encoding="utf-8")
+    return {"train": tmp / "train.jsonl", "test": tmp / "test.jsonl"}
+
+
+def _tiny_data(src: Path, dest: Path, n: int = TOPICS) -> Path:
+    pages = [json.loads(x) for x in (src / "wiki-factscore-dev" / "pages.jsonl").read_text().splitlines()]
+    keep = sorted(p["topic"] for p in pages)[:n]
+    (dest / "wiki-factscore-dev").mkdir(parents=True)
+    (dest / "factscore-labeled").mkdir()
+    (dest / "wiki-factscore-dev" / "pages.jsonl").write_text(
+        "".join(json.dumps(p) + "\n" for p in pages if p["topic"] in keep), encoding="utf-8")
+    for f in sorted((src / "factscore-labeled").glob("*.jsonl")):
+        lines = [x for x in f.read_text().splitlines() if json.loads(x)["topic"] in keep]
+        (dest / "factscore-labeled" / f.name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return dest
+
+
+@pytest.fixture(scope="module")
+def tiny_inputs(tmp_path_factory, data_dir, minilm_bundle_dir):
+    from fscore_lite_models.tiny import tiny_bert_embed
+
+    root = tmp_path_factory.mktemp("verifier-inputs")
+    ckpt = tiny_bert_embed(root / "tiny-bert")
+    return {"snli": _snli(root / "snli"), "checkpoint": ckpt, "data": _tiny_data(data_dir, root / "data"),
+            "embed_bundle": minilm_bundle_dir}
+
+
+def _bundle_with_embedder(src: Path, dest: Path) -> Path:
+    bundle = Bundle(src)
+    entry = bundle.get(DEFAULT_EMBED)
+    dest.mkdir(parents=True)
+    shutil.copytree(src / entry.name, dest / entry.name)
+    out = Bundle(dest)
+    out.add(entry)
+    out.save()
+    return dest
+
+
+def _train(tiny_inputs, root: Path, **cfg_kw):
+    from fscore_lite_models.verifier.build import SnliConfig, VerifierConfig, train_verifier
+
+    bundle_dir = _bundle_with_embedder(tiny_inputs["embed_bundle"], root / "models")
+    settings = Settings(home=root / "home", threads=1)
+    cfg = VerifierConfig(threads=1, folds=2, snli=SnliConfig(pairs=12, batch_size=4, max_length=32, epochs=2.0),
+                         **cfg_kw)
+    report = train_verifier(bundle_dir, settings, cfg, data=tiny_inputs["data"], log=lambda m: None,
+                            snli=tiny_inputs["snli"], checkpoint=tiny_inputs["checkpoint"])
+    return bundle_dir, settings, report
+
+
+@pytest.fixture(scope="module")
+def tiny_build(tmp_path_factory, tiny_inputs):
+    root = tmp_path_factory.mktemp("verifier-a")
+    return _train(tiny_inputs, root)
+
+
+def test_tiny_training_writes_both_entries_with_their_records(tiny_build):
+    bundle_dir, _, report = tiny_build
+    bundle = Bundle(bundle_dir)
+    nli, ver = bundle.get("minilm-l6-snli-nli"), bundle.get("minilm-l6-factscore-verifier")
+    assert nli.role == "nli" and ver.role == "verifier"
+    assert {f.kind for f in nli.files} >= {"weights", "weights_fp32", "tokenizer", "config"}
+    assert ver.files == nli.files  # the verifier runs the NLI graph; it adds the combiner
+    assert nli.extra["labels"] == ["entailment", "neutral", "contradiction"]
+    comb = ver.extra["combiner"]
+    assert tuple(comb["features"]) == CE_FEATURES + FEATURES
+    assert len(comb["coef"]) == len(comb["mean"]) == len(comb["scale"]) == len(comb["features"])
+    assert 0.0 <= comb["threshold"] <= 1.0
+    t = ver.extra["training"]
+    assert t["snli"]["train_pairs"] == 12 and t["snli"]["test_pairs"] == 12  # the "-" pair is dropped
+    assert set(t["inputs_sha256"]) >= {"snli_train", "snli_test", "checkpoint/model.safetensors",
+                                       "factscore-labeled/ChatGPT.jsonl", "wiki-factscore-dev/pages.jsonl"}
+    assert all(len(h) == 64 for h in t["inputs_sha256"].values())
+    assert t["config"]["folds"] == 2 and t["config"]["seed"] == 0 and t["training_topics"] == TOPICS
+    assert len(t["topics"]) == TOPICS and t["human_facts"] > 50 and t["model_facts"] > 50
+    assert {r["subject"] for r in t["cv"]} == {"InstructGPT", "ChatGPT", "PerplexityAI"}
+    assert report == t
+
+
+def test_exported_graph_matches_torch_and_int8_agrees(tiny_build):
+    checks = tiny_build[2]["graph_checks"]
+    assert checks["fp32_onnx_vs_torch_max_abs_diff"] < 1e-4
+    assert checks["int8_vs_fp32_argmax_agreement"] >= 0.75
+
+
+def test_two_tiny_trainings_give_the_same_weights(tmp_path, tiny_inputs, tiny_build):
+    bundle_dir, _, report = _train(tiny_inputs, tmp_path)
+    assert report["snli"]["weights_sha256"] == tiny_build[2]["snli"]["weights_sha256"]
+    a, b = Bundle(tiny_build[0]).get("minilm-l6-snli-nli"), Bundle(bundle_dir).get("minilm-l6-snli-nli")
+    assert [(f.kind, f.sha256) for f in a.files] == [(f.kind, f.sha256) for f in b.files]
+    assert report["cv"] == tiny_build[2]["cv"]
+    assert (Bundle(bundle_dir).get("minilm-l6-factscore-verifier").extra["combiner"]
+            == Bundle(tiny_build[0]).get("minilm-l6-factscore-verifier").extra["combiner"])
+
+
+def test_runtime_applies_the_recorded_combiner(tiny_build):
+    from fscore_lite.backends.embed import SentenceEmbedder
+    from fscore_lite.factscore.retrieve import Retriever
+    from fscore_lite.factscore.trained import TrainedVerifier
+    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
+    from fscore_lite.store import open_store
+
+    bundle_dir, settings, _ = tiny_build
+    bundle = Bundle(bundle_dir)
+    entry = bundle.get("minilm-l6-factscore-verifier")
+    _, files = wiki_pages(entry.extra["training"]["data"])
+    store = open_store(ensure_store(files, settings.with_(models_dir=bundle_dir), None))
+    topic = store.titles()[0]
+    retriever = Retriever(store, SentenceEmbedder.from_bundle(bundle, store.embed_model), 5)
+    verifier = TrainedVerifier.from_bundle(bundle, store)
+    facts = [f"{topic} is a person.", f"{topic} was born on the Moon in 1700."]
+    evidence = [retriever.retrieve(topic, f) for f in facts]
+    verdicts = verifier.verify(topic, facts, evidence)
+    c = entry.extra["combiner"]
+    for fact, ev, v in zip(facts, evidence, verdicts):
+        feats = verifier.features(topic, fact, ev)[0]
+        assert {k: round(x, 5) for k, x in feats.items()} == v.features
+        z = sum((feats[n] - m) / s * w for n, m, s, w in zip(c["features"], c["mean"], c["scale"], c["coef"]))
+        p = 1 / (1 + math.exp(-(z + c["intercept"])))
+        assert v.probability == pytest.approx(p, abs=1e-9)
+        assert v.is_supported == (v.probability > c["threshold"])
+        assert len(v.passage_scores) == entry.extra["ce_passages"]
+    # same fact → same bytes, whatever was scored before
+    again = verifier.verify(topic, facts[::-1], evidence[::-1])[::-1]
+    assert [(v.probability, v.passage_scores) for v in again] == [(v.probability, v.passage_scores) for v in verdicts]
+
+
+def test_if_missing_skips_a_build_with_the_same_settings(tiny_build, tiny_inputs):
+    from fscore_lite.commands.models import _trained_with
+    from fscore_lite_models.verifier.build import SnliConfig, VerifierConfig
+
+    bundle_dir = tiny_build[0]
+    same = VerifierConfig(threads=1, folds=2, snli=SnliConfig(pairs=12, batch_size=4, max_length=32, epochs=2.0))
+    assert _trained_with(bundle_dir, same, tiny_inputs["data"])
+    assert not _trained_with(bundle_dir, VerifierConfig(threads=1, folds=3), tiny_inputs["data"])
+    assert not _trained_with(bundle_dir, same, None)  # other training data
+
+
+# --- the pieces, without training ---
+
+def test_page_features_see_what_the_page_says():
+    page = PageIndex.build("Ada Lovelace", "Ada Lovelace was an English mathematician.\n"
+                                           "She was born in London in 1815. She worked with Charles Babbage.")
+    on = fact_features("Ada Lovelace was born in 1815.", page, [])
+    off = fact_features("Ada Lovelace was born in Paris in 1820.", page, [])
+    assert on["cov_page"] == 1.0 and on["num_found"] == 1.0 and on["n_missing"] == 0
+    assert off["cov_page"] < 1.0 and off["num_found"] == 0.0 and off["cap_found"] == 0.0 and off["n_missing"] == 2
+    assert set(on) == set(FEATURES)
+
+
+def test_evidence_window_centres_on_the_best_sentence_and_fits_the_budget():
+    text = "<s>Alpha one.</s><s>Bravo two.</s><s>Charlie was born in Rome.</s><s>Delta four.</s><s>Echo five.</s>"
+    assert passage_sentences(text)[2] == "Charlie was born in Rome."
+    count = lambda s: len(s.split())  # noqa: E731  (one token a word)
+    w = evidence_window("Page", text, "Charlie was born in Rome", count, budget=7)
+    assert w == "Page. Charlie was born in Rome."  # 1 + 5 words; the next sentence would pass the budget
+    assert evidence_window("Page", text, "Charlie was born in Rome", count, budget=20) == (
+        "Page. Alpha one. Bravo two. Charlie was born in Rome. Delta four. Echo five.")
+
+
+def test_combiner_fit_and_share_matching_threshold():
+    rng = np.random.RandomState(0)
+    x = rng.normal(size=(400, 2))
+    y = (x[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(float)
+    comb = fit_logistic(x, y, ("a", "b"))
+    assert comb.coef[0] > 1.0 and abs(comb.coef[1]) < 0.5 * comb.coef[0]
+    probs = [comb.probability(x[i : i + 40]) for i in range(0, 400, 40)]
+    th = share_matching_threshold(probs, 0.3)
+    assert abs(np.mean([np.mean(p > th) for p in probs]) - 0.3) < 0.01
+    assert Combiner.from_json(comb.with_threshold(th).to_json()) == comb.with_threshold(th)
