@@ -142,6 +142,12 @@ def test_kept_prefix_restored_gives_the_evaluated_bits(warm):
     n_kept = len(r.tokenize(DEFINITION + P1, add_bos=True))
     assert r.stats.tokens_evaluated - evaluated == len(r.tokenize(B, add_bos=True)) - n_kept
     assert again == first == margin(fresh(warm), B)
+    # a snapshot llama.cpp refuses to load: the prompt is evaluated instead, same bits, saved anew
+    (snap,) = [v for v in r._keep.values() if v is not None]
+    snap.size = 16
+    margin(r, OTHER)
+    assert margin(r, B) == first
+    assert r.stats.extra["snapshots_restored"] == 1 and r.stats.extra["snapshots_saved"] == 2
 
 
 def test_demo_prefix_evaluated_once_across_generation_and_verification(warm):
@@ -167,3 +173,22 @@ def test_demo_prefix_evaluated_once_across_generation_and_verification(warm):
     assert s.extra["snapshots_saved"] == 1 and s.extra["snapshots_restored"] == 2
     # the demo prefix once, the rest of each prompt, each generated token, the verification prompts
     assert s.tokens_evaluated == n_prefix + sum(n - n_prefix for n in lengths) + s.tokens_generated + sum(verify_lengths)
+
+
+def test_runner_uses_only_public_llama_cpp_api():
+    """The KV-cache and state calls the runner makes exist in the pinned llama-cpp-python, and it
+    reaches them through ``Llama.ctx`` / ``Llama.model``, never through private attributes."""
+    import inspect
+
+    import llama_cpp
+
+    import fscore_lite.backends.llm as llm_module
+
+    for name in ("llama_get_memory", "llama_memory_clear", "llama_memory_seq_rm", "llama_memory_seq_pos_max",
+                 "llama_state_seq_get_size", "llama_state_seq_get_data", "llama_state_seq_set_data",
+                 "llama_get_logits_ith", "llama_model_get_vocab", "llama_vocab_is_eog", "llama_vocab_get_text"):
+        assert callable(getattr(llama_cpp, name, None)), name
+    assert isinstance(llama_cpp.Llama.ctx, property) and isinstance(llama_cpp.Llama.model, property)
+    source = inspect.getsource(llm_module)
+    for private in ("._ctx", "._model", "._batch", "._llm._"):
+        assert private not in source, private

@@ -253,6 +253,7 @@ class LlamaRunner:
         ok = llama_cpp.llama_state_seq_set_data(self._llm.ctx, snap.data, snap.size, self.SEQ) == snap.size
         if not ok or llama_cpp.llama_memory_seq_pos_max(self._mem, self.SEQ) != len(snap.tokens) - 1:
             self._forget()
+            self._keep[tuple(snap.tokens)] = None  # saved again the next time it is evaluated
             return False
         self._tokens, self._ends = list(snap.tokens), list(snap.ends)
         self._llm.n_tokens = len(snap.tokens)
@@ -312,9 +313,8 @@ class LlamaRunner:
             keep = self._common(tokens, ends, self._tokens, self._ends)
             snaps = [s for s in self._keep.values() if s is not None and keep < len(s.tokens) < n]
             for snap in sorted(snaps, key=lambda s: -len(s.tokens)):
-                if (snap.ends == ends[:len(snap.ends)] and tokens[:len(snap.tokens)] == snap.tokens
-                        and self._restore(snap)):
-                    keep = len(snap.tokens)
+                if snap.ends == ends[:len(snap.ends)] and tokens[:len(snap.tokens)] == snap.tokens:
+                    keep = len(snap.tokens) if self._restore(snap) else 0  # a failed restore leaves it empty
                     break
         self._truncate(keep)
         self.stats.tokens_reused += keep
