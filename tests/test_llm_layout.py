@@ -192,3 +192,16 @@ def test_runner_uses_only_public_llama_cpp_api():
     source = inspect.getsource(llm_module)
     for private in ("._ctx", "._model", "._batch", "._llm._"):
         assert private not in source, private
+
+
+def test_thread_count_is_part_of_the_cache_key(warm, tmp_path):
+    """Other threads give other bits, so a cache filled at one thread count never answers another."""
+    from fscore_lite.cache import CallCache
+
+    cache = CallCache(tmp_path / "calls.sqlite")
+    one = fresh(warm, cache=cache)
+    one.next_token_logprobs("The sky is", ["blue"])
+    fresh(warm, cache=cache).next_token_logprobs("The sky is", ["blue"])
+    assert cache.hits == 1  # same threads: answered from the cache
+    fresh(warm, cache=cache, threads=2).next_token_logprobs("The sky is", ["blue"])
+    assert cache.hits == 1 and cache.misses == 2

@@ -21,7 +21,7 @@ prompt) are saved as a sequence-state snapshot when first evaluated and restored
 cleared context (so at cells 0..n-1 again) when a later prompt starts with them and the
 context holds something else: verification and generation do not push each other's prefixes
 out. Every call goes through the SQLite call cache, keyed by the model's sha256, the exact
-input and the layout version.
+input, the schedule's version, ``n_batch`` and the thread count (which changes the bits too).
 """
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ import numpy as np
 from ..cache import CallCache
 from ..errors import FscoreError
 
-# Part of every call-cache key. Version 2: the fixed schedule above (values computed before it
-# depended on what ran earlier in the process and are not reused).
+# Part of every call-cache key, with n_batch and the thread count. Version 2: the fixed schedule
+# above (values computed before it depended on what ran earlier in the process and are not reused).
 LAYOUT = 2
 
 
@@ -115,6 +115,10 @@ class LlamaRunner:
         self._ends: list[int] = []  # the ends of the segments they were decoded in
         self._keep: dict[tuple[int, ...], _Snapshot | None] = {}  # kept prefixes and their snapshots
         self._blank: dict[int, bool] = {}  # token id -> its text ends a blank line
+        # What the bits depend on besides the input: the schedule and the threads that ran (the
+        # matmul split changes with the thread count). Part of every call-cache key.
+        self._numerics = {"version": LAYOUT, "n_batch": self.n_batch,
+                          "threads": [self._llm.n_threads, self._llm.n_threads_batch]}
 
     # ---- tokens -----------------------------------------------------------------------
     def _is_eog(self, token: int) -> bool:
@@ -335,7 +339,7 @@ class LlamaRunner:
 
     def next_token_logprobs(self, prompt: str, words: list[str]) -> dict[str, float]:
         """Log-probabilities of the first token of each word as the next token after ``prompt``."""
-        payload = {"prompt": prompt, "words": words, "chat": self.chat_template, "layout": LAYOUT}
+        payload = {"prompt": prompt, "words": words, "chat": self.chat_template, "layout": self._numerics}
 
         def compute():
             lp = self._log_softmax(self._eval_to(self._prompt_tokens(prompt)))
@@ -350,7 +354,7 @@ class LlamaRunner:
         segment end, so every fact's suffix is appended to exactly the same cached prefix.
         """
         payload = {"prefix_sha": _tokens_key(prefix_tokens), "suffix": suffix, "words": words,
-                   "chat": self.chat_template, "layout": LAYOUT}
+                   "chat": self.chat_template, "layout": self._numerics}
 
         def compute():
             toks = prefix_tokens + self._llm.tokenize(suffix.encode("utf-8"), add_bos=False, special=self.chat_template)
@@ -362,7 +366,7 @@ class LlamaRunner:
     def generate(self, prompt: str, max_tokens: int = 128, stop: tuple[str, ...] = ("\n\n",)) -> str:
         """Greedy decoding until EOS, a stop string (not included) or ``max_tokens``."""
         payload = {"prompt": prompt, "max_tokens": max_tokens, "stop": list(stop), "chat": self.chat_template,
-                   "layout": LAYOUT}
+                   "layout": self._numerics}
 
         def compute():
             logits = self._eval_to(self._prompt_tokens(prompt))
