@@ -7,7 +7,7 @@ export FSCORE_LITE_HOME ?= $(HOME)/.cache/fscore-lite
 DATA ?= ../shared/data
 THREADS ?= $(shell nproc)
 
-.PHONY: demo test bench dist install install-test models-demo models-test demo-store clean
+.PHONY: demo test bench dist install install-test models-demo models-test models-verifier demo-store clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -44,18 +44,23 @@ models-demo: $(VENV)/.runtime
 models-test: $(VENV)/.runtime
 	$(BIN)/fscore-lite models install-default 0.5b minilm
 
+# The default verifier, trained here (torch, about 10 minutes on 2 cores); skipped when installed.
+models-verifier: install-test
+	$(BIN)/fscore-lite models install-default minilm
+	$(BIN)/fscore-lite models train verifier --if-missing
+
 demo-store: $(VENV)/.runtime models-demo
 	$(BIN)/fscore-lite kb build examples/pages.jsonl -o $(FSCORE_LITE_HOME)/stores/demo \
 		--source "examples/pages.jsonl (Wikipedia extracts, CC BY-SA)" --snapshot 2026
 
-demo: demo-store
+demo: demo-store models-verifier
 	$(BIN)/fscore-lite score examples/bios.jsonl -o out/demo.jsonl --threads $(THREADS)
 	$(BIN)/fscore-lite report out/demo.jsonl -o out/demo.html
 
-test: install-test models-test
+test: install-test models-test models-verifier
 	FSCORE_LITE_THREADS=1 $(BIN)/python -m pytest -q tests
 
-bench: install-test models-test models-demo
+bench: install-test models-test models-demo models-verifier
 	$(BIN)/python -m bench --data $(DATA)
 
 dist: install-test

@@ -4,6 +4,13 @@ The public API (the CLI calls exactly these)::
 
     from fscore_lite import Settings, score_file, open_store, load_bundle
 """
+import os as _os
+
+# OpenMP runtimes (llama.cpp's ggml, torch in the build step) busy-wait between parallel regions
+# by default; on a machine where another process is busy that makes 2 threads many times slower
+# than 1. Wait passively, as the benchmarks measure; set before llama_cpp or torch is loaded.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from .errors import FscoreError, InputError, ModelIntegrityError, ModelNotInstalled, StoreError
 from .manifest import Bundle
 from .settings import Settings

@@ -77,6 +77,7 @@ def test_factscore_summary_settings_name_the_deviations():
     scorer = object.__new__(FactScorer)
     comp = types.SimpleNamespace(name="x", sha256="0" * 64)
     scorer.llm, scorer.embedder, scorer.npm = comp, comp, None
+    scorer.trained, scorer.verifier_kind = None, "llm"
     scorer.bundle = types.SimpleNamespace(entries={})
     scorer.store = types.SimpleNamespace(path="store", sha256="1" * 64, meta={})
     scorer.settings = Settings(threads=2)

@@ -215,3 +215,55 @@ def test_combiner_fit_and_share_matching_threshold():
     th = share_matching_threshold(probs, 0.3)
     assert abs(np.mean([np.mean(p > th) for p in probs]) - 0.3) < 0.01
     assert Combiner.from_json(comb.with_threshold(th).to_json()) == comb.with_threshold(th)
+
+
+# --- the real verifier (built by `make test`: fscore-lite models train verifier) ---
+
+@pytest.fixture(scope="module")
+def real_verifier():
+    import os
+
+    from fscore_lite.backends.embed import SentenceEmbedder
+    from fscore_lite.factscore.retrieve import Retriever
+    from fscore_lite.factscore.trained import TrainedVerifier
+    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
+    from fscore_lite.store import open_store
+
+    settings = Settings(threads=1)
+    bundle = Bundle(settings.models_dir)
+    entry = bundle.first_for_role("verifier")
+    if entry is None:
+        msg = f"no trained verifier in {settings.models_dir}: run `make models-verifier`"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    data = entry.extra["training"]["data"]
+    data = settings.home / "build" / "factscore-dev" if data == "shipped" else Path(data)
+    _, files = wiki_pages(data)
+    store = open_store(ensure_store(files, settings, None))
+    retriever = Retriever(store, SentenceEmbedder.from_bundle(bundle, store.embed_model), int(entry.extra["k"]))
+    return TrainedVerifier.from_bundle(bundle, store), retriever, entry
+
+
+@pytest.mark.parametrize("topic,stated,fabricated", [
+    ("Adil Rami", "Adil Rami is a French former professional footballer.",
+     "Adil Rami won the Nobel Prize in Chemistry in 1931."),
+    ("Annika Sörenstam", "Annika Sörenstam is a professional golfer.",
+     "Annika Sörenstam was a famous opera singer in Vienna."),
+])
+def test_real_verifier_supports_a_stated_fact_and_not_a_fabricated_one(real_verifier, topic, stated, fabricated):
+    verifier, retriever, _ = real_verifier
+    facts = [stated, fabricated]
+    v = verifier.verify(topic, facts, [retriever.retrieve(topic, f) for f in facts])
+    assert v[0].is_supported and not v[1].is_supported
+    assert v[0].probability > v[1].probability + 0.3
+
+
+def test_real_verifier_records_its_quality(real_verifier):
+    t = real_verifier[2].extra["training"]
+    assert t["snli"]["test_pairs"] == 9824  # the whole SNLI test set, less its pairs without a gold label
+    assert t["graph_checks"]["fp32_onnx_vs_torch_max_abs_diff"] < 1e-4
+    assert t["graph_checks"]["int8_vs_fp32_argmax_agreement"] > 0.95
+    assert t["snli"]["test_accuracy"] > 0.7
+    for row in t["cv"]:  # out-of-fold, against the human FActScore of the same bios
+        assert row["error_rate"] < 10 and row["f1_ns"] > 0.5

@@ -157,6 +157,10 @@ class FactScorer:
             self._generator = AtomicFactGenerator(self.llm, demo_shortcut=self.options.demo_shortcut)
         return self._generator
 
+    @generator.setter
+    def generator(self, generator) -> None:
+        self._generator = generator
+
     @property
     def verifier(self):
         """The LLM judge (``--verifier llm``), made on first use."""

@@ -80,7 +80,8 @@ def train_loop(model, batches, loss_fn, *, lr: float, steps_total: int, warmup: 
         opt.zero_grad(set_to_none=True)
         step += 1
         seen += int(batch["labels"].shape[0])
-        ema = float(loss) if ema is None else 0.98 * ema + 0.02 * float(loss)
+        value = float(loss.detach())
+        ema = value if ema is None else 0.98 * ema + 0.02 * value
         if step % 100 == 0 or step == steps_total:
             el = time.monotonic() - t0
             log(f"{label}: step {step}/{steps_total}, loss {ema:.4f}, {seen / el:.0f} examples/s")
