@@ -50,7 +50,8 @@ File kinds in the manifest (what runtime code asks for with ``entry.file(kind)``
 
 * every ONNX role: ``model_type``, ``max_length`` (longest input in tokens), ``inputs`` and
   ``outputs`` (the ONNX names of the main graph; for qg those of ``decoder_with_past``),
-  ``pad_token_id``.
+  ``pad_token_id``; int8 graphs: ``quantization_scheme`` (``"per-channel"``, the default, or
+  ``"per-tensor"`` with ``per_channel=False`` / ``--per-tensor``).
 * qg: ``eos_token_id``, ``decoder_start_token_id``, ``num_decoder_layers``, ``num_heads``,
   ``d_kv``, ``encoder_inputs``, ``decoder_inputs``, ``decoder_outputs``.
 * qa: ``cls_token_id`` (an argmax on this position means "no answer").
@@ -257,7 +258,7 @@ def _place_graphs(role, onnx_dir: Path, stage: Path, quantize: bool, keep_fp32: 
         stem = "model" if kind == "weights" else f"{kind}_model"
         if quantize:
             dst = stage / f"{stem}.onnx"
-            log(f"quantizing {src.name} to int8")
+            log(f"quantizing {src.name} to int8 ({'per-channel' if per_channel else 'per-tensor'})")
             quantize_int8(src, dst, per_channel=per_channel)
             placed.append((kind, dst.name))
         if keep_fp32 or not quantize:
@@ -361,7 +362,7 @@ def export_model(
     source: str = "",
     gguf_type: str = "Q4_K_M",
     convert_script: str | Path | None = None,
-    per_channel: bool = False,
+    per_channel: bool = True,
     threads: int | None = None,
     extra: dict | None = None,
     log=print,
@@ -422,6 +423,8 @@ def export_model(
             placed = _place_graphs(role, onnx_dir, stage, quantize, keep_fp32, per_channel, log)
             placed += [(kind, fname) for fname, kind in SIDE_FILES if (stage / fname).exists()]
             extra = _role_extra(role, ckpt, stage, placed)
+            if quantize:
+                extra["quantization_scheme"] = "per-channel" if per_channel else "per-tensor"
             shutil.rmtree(onnx_dir)
         extra = {**extra, **(extra_in or {})}
 

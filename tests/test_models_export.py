@@ -390,3 +390,99 @@ def test_bad_name_is_refused(tiny_checkpoints, tmp_path):
 
     with pytest.raises(FscoreError, match="model name"):
         export_model("qa", tiny_checkpoints["qa"], tmp_path, name="../evil")
+
+
+# --- int8: shared weights and per-channel scales ---------------------------------------------
+
+QA_PAIRS = [
+    ("Where was she born?", CONTEXT),
+    ("Where is the Eiffel Tower?", "The Eiffel Tower is in Paris, the capital of France."),
+    ("Who won the Nobel Prize in Physics?", SENTENCE),
+    ("What is the capital of France?", "The Eiffel Tower is in Paris, the capital of France."),
+    ("When was she born?", "She was born in Warsaw on 7 November 1867 and died in 1934."),
+]
+
+
+def _identity_fed_matmuls(path: Path) -> int:
+    """MatMuls whose weight input is the output of an Identity of an initializer."""
+    import onnx
+
+    graph = onnx.load(str(path)).graph
+    inits = {i.name for i in graph.initializer}
+    fed = {n.output[0] for n in graph.node if n.op_type == "Identity" and n.input[0] in inits}
+    return sum(1 for n in graph.node if n.op_type == "MatMul" and any(i in fed for i in n.input))
+
+
+def test_albert_shared_weights_are_quantized(tiny_bundle):
+    from fscore_lite_models.quantize import count_matmuls
+
+    bundle = Bundle(tiny_bundle)
+    entry = bundle.get("tiny-qa")
+    fp32_path, int8_path = bundle.verified_path(entry, "weights_fp32"), bundle.verified_path(entry, "weights")
+    # ALBERT's second layer reads the shared layer weights through Identity nodes ...
+    assert _identity_fed_matmuls(fp32_path) >= 6
+    fp32, int8 = count_matmuls(fp32_path), count_matmuls(int8_path)
+    assert fp32["int8"] == 0 and fp32["fp32_weight"] == 14
+    # ... and still every weight MatMul runs in int8; only the attention products stay fp32.
+    assert int8["int8"] == fp32["fp32_weight"] and int8["fp32_weight"] == 0
+    assert int8["int8"] >= 0.9 * (int8["int8"] + int8["fp32_weight"])
+    assert int8["fp32_activation"] == fp32["fp32_activation"] == 4
+    assert entry.extra["quantization_scheme"] == "per-channel"
+
+
+def test_albert_int8_answers_agree_with_fp32(tiny_bundle):
+    bundle = Bundle(tiny_bundle)
+    entry = bundle.get("tiny-qa")
+    fp32 = _session(bundle.verified_path(entry, "weights_fp32"))
+    int8 = _session(bundle.verified_path(entry, "weights"))
+    for question, context in QA_PAIRS:
+        _, feeds = _encode(bundle, entry, question, context)
+        want = fp32.run(["start_logits", "end_logits"], feeds)
+        got = int8.run(["start_logits", "end_logits"], feeds)
+        for g, w in zip(got, want):
+            _int8_near(g, w, rel=0.05)
+        assert [int(np.argmax(g)) for g in got] == [int(np.argmax(w)) for w in want], question
+
+
+def test_fold_identities_computes_the_same(tiny_bundle, tmp_path):
+    import onnx
+
+    from fscore_lite_models.quantize import fold_identities
+
+    bundle = Bundle(tiny_bundle)
+    entry = bundle.get("tiny-qa")
+    src = bundle.verified_path(entry, "weights_fp32")
+    model = onnx.load(str(src))
+    assert fold_identities(model) >= 6
+    assert not any(n.op_type == "Identity" and n.input[0] in {i.name for i in model.graph.initializer}
+                   for n in model.graph.node)
+    onnx.save(model, str(tmp_path / "folded.onnx"))
+    assert _identity_fed_matmuls(tmp_path / "folded.onnx") == 0
+    _, feeds = _encode(bundle, entry, *QA_PAIRS[0])
+    for a, b in zip(_session(src).run(None, feeds), _session(tmp_path / "folded.onnx").run(None, feeds)):
+        np.testing.assert_array_equal(a, b)
+
+
+def _weight_scale_sizes(path: Path) -> set[int]:
+    """Element counts of the weight scales the quantizer stored (1 per tensor; columns per channel)."""
+    import onnx
+
+    graph = onnx.load(str(path)).graph
+    return {int(np.prod(i.dims)) for i in graph.initializer if i.name.endswith("_scale")}
+
+
+def test_per_channel_is_the_default_and_per_tensor_an_option(tiny_checkpoints, tmp_path):
+    from fscore_lite_models.export import export_model
+
+    per_channel = export_model("qa", tiny_checkpoints["qa"], tmp_path, name="pc", threads=1, log=lambda *a: None)
+    per_tensor = export_model("qa", tiny_checkpoints["qa"], tmp_path, name="pt", per_channel=False, threads=1,
+                              log=lambda *a: None)
+    assert per_channel.extra["quantization_scheme"] == "per-channel"
+    assert per_tensor.extra["quantization_scheme"] == "per-tensor"
+    bundle = Bundle(tmp_path)
+    assert bundle.get("pc").extra["quantization_scheme"] == "per-channel"  # saved in the manifest
+    assert max(_weight_scale_sizes(bundle.verified_path(per_channel, "weights"))) == 64  # ffn columns
+    assert _weight_scale_sizes(bundle.verified_path(per_tensor, "weights")) == {1}
+    fp32 = export_model("qa", tiny_checkpoints["qa"], tmp_path, name="fp", quantize=False, threads=1,
+                        log=lambda *a: None)
+    assert "quantization_scheme" not in fp32.extra
