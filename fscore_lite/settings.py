@@ -70,6 +70,17 @@ class Settings:
             object.__setattr__(self, "store", Path(env).expanduser() if env else self.home / "stores" / "demo")
 
     @property
+    def demo_store(self) -> Path:
+        """The implicit default store (``HOME/stores/demo``, built from the demo pages)."""
+        return self.home / "stores" / "demo"
+
+    @property
+    def store_default(self) -> bool:
+        """True when no store was named (argument, ``--store`` or ``FSCORE_LITE_STORE``) and the
+        demo store is used in its place."""
+        return Path(self.store) == self.demo_store
+
+    @property
     def cache_path(self) -> Path:
         """SQLite cache of model calls."""
         return self.home / "calls.sqlite"

@@ -7,6 +7,7 @@ summary JSON atomically, and returns the summary.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -27,6 +28,7 @@ from .sentences import SPLITTER
 from .verify import DEFAULT_CONTEXT_BUDGET, FALSE_WORDS, TRUE_WORDS
 
 MAX_OUTPUT_CHARS = 100_000
+FACTS_GENERATED, FACTS_VERIFIED = "facts generated", "facts verified"  # progress units
 VERIFIERS = ("auto", "trained", "llm")
 
 
@@ -221,7 +223,8 @@ class FactScorer:
                 f"retrieved passages ({t.builder.window_tokens}-token windows) + page-level features, logistic "
                 f"combiner; supported iff probability > {t.combiner.threshold:.4f}")
 
-    def score_item(self, item: Item) -> dict:
+    def score_item(self, item: Item, progress: Progress | None = None) -> dict:
+        """One item's output record; ``progress`` counts its facts as they are generated and verified."""
         o = self.options
         rec = dict(item.data)
         if item.problem:
@@ -241,11 +244,15 @@ class FactScorer:
             sentences = [asdict(s) for s in self.generator.run(item.output)]
             facts = [f for s in sentences for f in s["facts"]]
             self.timings.facts_generated += len(facts)
+            if progress is not None:
+                progress.advance(len(facts), unit=FACTS_GENERATED)
         t1 = time.monotonic()
         self.timings.atomic_facts += t1 - t0
         if not facts:
             rec.update(status="no_facts", score=None, init_score=None, decisions=None, sentences=sentences)
             return rec
+        if progress is not None and not progress.is_upfront(FACTS_VERIFIED):
+            progress.add_total(len(facts), FACTS_VERIFIED)
         evidence = [self.retriever.retrieve(item.topic, f) for f in facts]
         t2 = time.monotonic()
         if self.trained is not None:
@@ -272,6 +279,8 @@ class FactScorer:
         self.timings.retrieval += t2 - t1
         self.timings.verification += t3 - t2
         self.timings.facts_verified += len(facts)
+        if progress is not None:
+            progress.advance(len(facts), unit=FACTS_VERIFIED)
         score, init = response_score([d["is_supported"] for d in decisions], o.gamma)
         rec.update(status="ok", score=round(score, 6), init_score=round(init, 6), num_facts=len(facts),
                    decisions=decisions)
@@ -339,18 +348,30 @@ def score_file(input_path: str | Path, output_path: str | Path, settings: Settin
     t_loaded = time.monotonic()
     writer = ResumableJsonlWriter(output_path, resume=resume, run_key=_run_key(input_path, scorer))
     progress = Progress(len(items), "factscore", enabled=options.progress)
+    # a stand-in scorer (tests, tools) may take the item alone
+    with_progress = "progress" in inspect.signature(scorer.score_item).parameters
+    pending = [it for it in items if not writer.done(it.line)]
+    if with_progress and all(it.facts is not None for it in pending):  # every fact known: no extrapolation
+        retriever = getattr(scorer, "retriever", None)
+        progress.add_total(sum(len([f for f in it.facts if f.strip()]) for it in pending
+                               if options.search_all or retriever is None or retriever.has_topic(it.topic)),
+                           FACTS_VERIFIED)
     try:
         for item in items:
             if writer.done(item.line):
                 progress.skip()
                 continue
-            rec = scorer.score_item(item)
+            rec = scorer.score_item(item, progress) if with_progress else scorer.score_item(item)
             writer.add(item.line, rec)
-            progress.advance(f"{item.topic[:30]}")
+            progress.advance(note=item.topic[:30])
+        progress.close()
         results = writer.ordered()
         summary = aggregate(results, options.gamma)
         summary["status_counts"] = _counts(results)
         summary.update(scorer.describe())
+        demo_store = getattr(scorer, "settings", settings).store_default
+        if demo_store:
+            summary["store_default"] = True  # no store was named: the demo store stood in
         t = scorer.timings
         total = time.monotonic() - t_start
         summary["timings"] = {
@@ -369,9 +390,25 @@ def score_file(input_path: str | Path, output_path: str | Path, settings: Settin
         summary["output"] = str(output_path)
         atomic_write_json(summary_path, summary)  # first: if it fails, the partial file still resumes
         writer.finish()
+        missing = summary["status_counts"].get("topic_not_found", 0)
+        if demo_store and missing:
+            _warn_demo_store(getattr(scorer, "settings", settings).store, missing, len(results))
     finally:
+        progress.close()
         writer.close()
     return summary
+
+
+def _warn_demo_store(store: Path, missing: int, total: int) -> None:
+    """Said once per run: topics the implicit demo store lacks are not the user's mistake to guess."""
+    import sys
+
+    sys.stderr.write(
+        f"warning: no --store was given, so the demo store ({store}, a few example pages) was used, and "
+        f"{missing} of {total} topics were not found in it (status topic_not_found, no score).\n"
+        "  Build a store from your own pages:  fscore-lite kb build PAGES.jsonl -o STORE\n"
+        "  then pass it:                       fscore-lite score INPUT --store STORE  (or set FSCORE_LITE_STORE)\n")
+    sys.stderr.flush()
 
 
 def _counts(results: list[dict]) -> dict:

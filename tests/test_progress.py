@@ -1,0 +1,162 @@
+"""The progress component: ETA arithmetic (fake clock) and what reaches the stream."""
+import io
+import json
+
+import pytest
+
+from fscore_lite.progress import Progress
+
+
+class Clock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+    def tick(self, s):
+        self.t += s
+
+
+def test_eta_is_right_after_the_first_item_when_work_is_declared_per_item():
+    clock, out = Clock(), io.StringIO()
+    p = Progress(4, "t", stream=out, clock=clock, tty=False)
+    assert p.eta() is None  # nothing measured yet
+    # item 1: 10 facts generated in 20 s, then verified in 5 s, 1 s of item overhead
+    clock.tick(20)
+    p.advance(10, unit="facts generated")
+    p.add_total(10, "facts verified")
+    assert p.eta() is None  # verification has no rate yet
+    clock.tick(5)
+    p.advance(10, unit="facts verified")
+    clock.tick(1)
+    p.advance()
+    # 3 items left, each expected to cost what the first did: 3 * 26 s
+    assert p.eta() == pytest.approx(78.0)
+    assert p.remaining("facts verified") == pytest.approx(30.0)
+    # item 2 is bigger: 30 facts generated in 60 s; 30 to verify at 0.5 s/fact
+    clock.tick(60)
+    p.advance(30, unit="facts generated")
+    p.add_total(30, "facts verified")
+    # items begun: 2 (one open); per-item means: 20 facts generated, 20 verified
+    # left: verified 30 (open item) + 2 * 20; generated 2 * 20; overhead 3 items * 1 s
+    gen_spu, ver_spu = 80 / 40, 5 / 10
+    assert p.eta() == pytest.approx((30 + 40) * ver_spu + 40 * gen_spu + 3 * 1.0)
+    assert "10/~80 facts verified" in p.line() and "40/~80 facts generated" in p.line()
+
+
+def test_upfront_totals_are_not_extrapolated_and_resumed_items_do_not_count():
+    clock = Clock()
+    p = Progress(5, stream=io.StringIO(), clock=clock, tty=False)
+    p.skip(2)  # resumed: no time, no work
+    p.add_total(3, "facts verified")  # the whole run's facts, known before the first item
+    p.add_total(12, "facts verified")
+    assert p.is_upfront("facts verified")
+    clock.tick(6)
+    p.advance(3, unit="facts verified")  # 2 s per fact
+    clock.tick(0)
+    p.advance()
+    # 12 facts left at 2 s each, no extrapolation over the 2 items not begun; overhead 0
+    assert p.remaining("facts verified") == 12
+    assert p.eta() == pytest.approx(24.0)
+    assert p.fraction() == pytest.approx(6 / 30)
+
+
+def test_plain_lines_are_throttled_and_the_final_line_has_the_counts():
+    clock, out = Clock(), io.StringIO()
+    p = Progress(3, "factscore", stream=out, clock=clock, tty=False, log_every=10)
+    for _ in range(3):
+        p.add_total(2, "facts verified")
+        clock.tick(1)
+        p.advance(2, unit="facts verified")
+        p.advance()
+    p.close()
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2  # the first update, then (within 10 s) only the final one
+    assert lines[-1].startswith("factscore: 3/3 items, 6/6 facts verified (2.00 facts/s)")
+    assert "eta 0m00s" in lines[-1]
+
+
+def test_disabled_prints_nothing():
+    out = io.StringIO()
+    p = Progress(2, stream=out, enabled=False, tty=False)
+    p.add_total(3, "questions")
+    p.advance(3, unit="questions")
+    p.advance()
+    p.close()
+    assert out.getvalue() == ""
+
+
+def test_unknown_total_counts_and_rates():
+    clock, out = Clock(), io.StringIO()
+    p = Progress(None, "kb build", stream=out, clock=clock, tty=False, item_unit="pages")
+    clock.tick(2)
+    p.set_counts("passages", 50)
+    p.advance(4)
+    assert p.eta() is None
+    p.close()
+    assert out.getvalue().splitlines()[-1].startswith("kb build: 4 pages, 50 passages (25.00 passages/s)")
+
+
+FACT_ITEMS = [{"topic": "Travis Oliphant", "facts": ["Travis Oliphant created NumPy.",
+                                                     "Travis Oliphant is a data scientist.",
+                                                     "Travis Oliphant was born on the Moon."]},
+              {"topic": "Ben Lummis", "facts": ["Ben Lummis is a singer.", "Ben Lummis won New Zealand Idol."]}]
+
+
+class _FakeScorer:
+    """Stands in for FactScorer where no trained verifier is installed: facts 'verified' by length."""
+
+    def __init__(self):
+        from fscore_lite.factscore.pipeline import Timings
+
+        self.timings = Timings()
+        self.llm = type("L", (), {"sha256": "l" * 64, "stats": None})()
+        self.store = type("S", (), {"sha256": "s" * 64})()
+
+    llm_loaded = False
+
+    def describe(self):
+        return {"settings": {"threads": 1}}
+
+    def score_item(self, item, progress=None):
+        facts = [f for f in item.facts if f.strip()]
+        if progress is not None and not progress.is_upfront("facts verified"):
+            progress.add_total(len(facts), "facts verified")
+        decisions = [{"atom": f, "is_supported": len(f) % 2 == 0} for f in facts]
+        if progress is not None:
+            progress.advance(len(facts), unit="facts verified")
+        s = sum(d["is_supported"] for d in decisions) / len(decisions)
+        return dict(item.data, status="ok", score=s, init_score=s, num_facts=len(facts), decisions=decisions)
+
+
+def test_score_with_given_facts_counts_facts_on_stderr_and_output_is_unchanged(tmp_path, example_store,
+                                                                               minilm_bundle_dir, capsys):
+    from fscore_lite.factscore.pipeline import FactScorer, ScoreOptions, score_file
+    from fscore_lite.manifest import Bundle
+    from fscore_lite.settings import Settings
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(i) + "\n" for i in FACT_ITEMS))
+    models = Settings().models_dir
+    trained = Bundle(models).first_for_role("verifier") is not None
+    settings = Settings(home=tmp_path / "home", models_dir=models if trained else minilm_bundle_dir, threads=1,
+                        use_cache=False, store=example_store.path)
+    outputs = {}
+    for shown in (True, False):
+        options = ScoreOptions(verifier="trained", progress=shown)
+        scorer = FactScorer(settings, options) if trained else _FakeScorer()
+        out = tmp_path / f"out-{shown}.jsonl"
+        summary = score_file(src, out, settings, options, scorer=scorer)
+        assert summary["status_counts"] == {"ok": 2}
+        outputs[shown] = out.read_bytes()
+        err = capsys.readouterr().err
+        if shown:
+            lines = [x for x in err.splitlines() if x.startswith("factscore: ")]
+            assert lines, err
+            assert lines[-1].startswith("factscore: 2/2 items, 5/5 facts verified"), lines[-1]
+            assert "eta 0m00s" in lines[-1]
+        else:
+            assert "factscore" not in err and "facts verified" not in err  # --quiet
+    assert outputs[True] == outputs[False]  # progress changes nothing in the output
