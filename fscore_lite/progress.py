@@ -235,8 +235,9 @@ class Progress:
             self.stream.flush()
             return
         if self._bar is None:
+            fmt = "{desc}{percentage:3.0f}%|{bar:20}| {postfix}" if self.total is not None else "{desc}{postfix}"
             self._bar = _tqdm(total=100.0, desc=self.label or None, file=self.stream, leave=True,
-                              dynamic_ncols=True, mininterval=0, bar_format="{desc}{percentage:3.0f}%|{bar:20}| {postfix}")
+                              dynamic_ncols=True, mininterval=0, bar_format=fmt)
         self._bar.n = pct
         self._bar.set_postfix_str(text, refresh=False)
         self._bar.refresh()

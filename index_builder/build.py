@@ -19,6 +19,7 @@ import fscore_lite
 from fscore_lite.backends.embed import SentenceEmbedder
 from fscore_lite.errors import FscoreError, InputError
 from fscore_lite.manifest import Bundle, sha256_file
+from fscore_lite.progress import Progress
 from fscore_lite.settings import DEFAULT_EMBED, Settings
 from fscore_lite.store import passage_embedding_text
 
@@ -61,13 +62,11 @@ class BuildStats:
 
 
 class _Progress:
-    """One updating line on a terminal; a line every 10 s otherwise."""
+    """Pages and passages on the shared progress line (:mod:`fscore_lite.progress`)."""
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self.start = time.monotonic()
-        self.last = self.start
+        self.bar = Progress(None, "kb build", enabled=enabled, item_unit="pages")
 
     def note(self, line: str) -> None:
         if self.enabled:
@@ -75,19 +74,11 @@ class _Progress:
             sys.stderr.flush()
 
     def update(self, pages: int, passages: int, final: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if not final and now - self.last < (1.0 if self.tty else 10.0):
-            return
-        self.last = now
-        rate = passages / max(now - self.start, 1e-9)
-        line = f"kb build: {pages} pages, {passages} passages, {rate:.1f} passages/s"
-        if self.tty:
-            sys.stderr.write("\r" + line + ("\n" if final else ""))
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+        self.bar.set_counts("passages", passages)
+        if pages > self.bar.done:
+            self.bar.advance(pages - self.bar.done)
+        if final:
+            self.bar.close()
 
 
 def build_store(

@@ -160,3 +160,34 @@ def test_score_with_given_facts_counts_facts_on_stderr_and_output_is_unchanged(t
         else:
             assert "factscore" not in err and "facts verified" not in err  # --quiet
     assert outputs[True] == outputs[False]  # progress changes nothing in the output
+
+
+class _FakeQ2:
+    """Stands in for Q2Scorer (no models): each response gets one question per word."""
+
+    def __init__(self):
+        from fscore_lite.q2.score import StageTimer
+
+        self.cache = type("C", (), {"hits": 0, "misses": 0, "path": None})()
+        self.timer = StageTimer()
+
+    def run_key(self, sha):
+        return sha
+
+    def describe(self):
+        return {"backends": {}}
+
+    def score_item(self, data):
+        qs = [{"question": w} for w in data["response"].split()]
+        return {**data, "status": "ok", "Q2": 1.0, "Q2_no_nli": 1.0, "no_valid_question": False, "questions": qs}
+
+
+def test_q2_counts_questions_on_stderr(tmp_path, capsys):
+    from fscore_lite.q2.pipeline import run_q2
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"response": "a b c", "knowledge": "k"}) + "\n"
+                   + json.dumps({"response": "d e", "knowledge": "k"}) + "\n")
+    run_q2(src, tmp_path / "out.jsonl", scorer=_FakeQ2())
+    last = [x for x in capsys.readouterr().err.splitlines() if x.startswith("q2: ")][-1]
+    assert last.startswith("q2: 2/2 responses, 5/5 questions"), last

@@ -21,6 +21,7 @@ from ..cache import CallCache
 from ..errors import InputError
 from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs, read_records, require_text
 from ..io import summary_path_for
+from ..progress import Progress  # noqa: F401  (also imported from here by the Q² meta-eval)
 from ..settings import Settings
 from .score import STAGES, Q2Options, StageTimer, e2e_nli_score, score_response
 
@@ -104,37 +105,6 @@ class Q2Scorer:
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
-class Progress:
-    """A one-line progress bar with rate and ETA on stderr."""
-
-    def __init__(self, total: int, label: str = "q2", enabled: bool = True, stream=None):
-        self.total, self.label, self.enabled = total, label, enabled
-        self.stream = stream or sys.stderr
-        self.done = 0
-        self.t0 = time.monotonic()
-        self.counted = 0  # items that did work (resumed ones are not timed)
-
-    def update(self, n: int = 1, worked: bool = True) -> None:
-        self.done += n
-        self.counted += n if worked else 0
-        if not self.enabled:
-            return
-        elapsed = time.monotonic() - self.t0
-        rate = self.counted / elapsed if elapsed > 0 and self.counted else 0.0
-        left = self.total - self.done
-        eta = f"{int(left / rate) // 60:d}:{int(left / rate) % 60:02d}" if rate > 0 else "?"
-        width = 24
-        fill = int(width * self.done / self.total) if self.total else width
-        self.stream.write(f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} "
-                          f"{rate:.2f} resp/s ETA {eta}  ")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
 def summarise(items: list[dict]) -> dict:
     """Means over scored items, the share without a valid question, status counts."""
     scored = [it for it in items if it.get("status") == "ok"]
@@ -176,15 +146,17 @@ def run_q2(input_path, out_path, settings: Settings | None = None, *, options: Q
     scorer = scorer or Q2Scorer(settings, options=options, backend=backend, precision=precision)
     writer = ResumableJsonlWriter(out_path, resume=resume, run_key=scorer.run_key(file_sha256(input_path)))
     resumed = sum(1 for r in records if writer.done(r.line))
-    bar = Progress(len(records), enabled=progress)
+    bar = Progress(len(records), "q2", enabled=progress, item_unit="responses")
     hits0, misses0 = scorer.cache.hits, scorer.cache.misses
     try:
         for rec in records:
             if writer.done(rec.line):
-                bar.update(worked=False)
+                bar.skip()
                 continue
-            writer.add(rec.line, scorer.score_item(rec.data))
-            bar.update()
+            item = scorer.score_item(rec.data)
+            writer.add(rec.line, item)
+            bar.advance(len(item.get("questions") or ()), unit="questions")
+            bar.advance()
         elapsed = time.perf_counter() - t_start
         summary = {"input": str(input_path), "output": str(out_path), **summarise(writer.ordered()),
                    "resumed_items": resumed, **scorer.describe(),
