@@ -41,6 +41,8 @@ def factscore_er(
     cv: Optional[int] = typer.Option(None, "--cv", help="With --verifier trained: K-fold topic-grouped cross-validation "
                                      "(every topic scored by a combiner that never saw it)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write the HTML report of the estimated runs, "
+                                          "each beside the human FActScore of the same bios (as `report --human`)."),
 ) -> None:
     """Estimator error rate against the human FActScores, on bios whose topic has wiki text."""
     from ..errors import FscoreError
@@ -55,12 +57,21 @@ def factscore_er(
         from ..metaeval.labeled import SUBJECTS
         from ..metaeval.verifier_cv import format_cv_report, run_er_cv
 
-        report = run_er_cv(data, settings, cv, subjects=tuple(subs or SUBJECTS))
-        typer.echo(json.dumps(report, indent=2) if as_json else format_cv_report(report))
+        if report is not None:
+            raise FscoreError("--report is not available with --cv (it writes no per-bio outputs)")
+        result = run_er_cv(data, settings, cv, subjects=tuple(subs or SUBJECTS))
+        typer.echo(json.dumps(result, indent=2) if as_json else format_cv_report(result))
         return
-    report = run_er(data, settings, mode=mode, subjects=subs, limit=limit, store=store, out=out,
-                    chat_template=chat_template, context_budget=context_budget, baseline=baseline, verifier=verifier)
-    typer.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+    if report is not None:
+        from ..io import check_writable_outputs
+
+        check_writable_outputs([report])  # before any model work
+    result = run_er(data, settings, mode=mode, subjects=subs, limit=limit, store=store, out=out,
+                    chat_template=chat_template, context_budget=context_budget, baseline=baseline, verifier=verifier,
+                    report=report)
+    typer.echo(json.dumps(result, indent=2) if as_json else format_report(result))
+    if report is not None and not as_json:
+        typer.echo(f"report: {result['report']}")
 
 
 from .q2 import meta_eval_q2 as _meta_eval_q2  # noqa: E402  (Q²: fscore_lite/commands/q2.py)

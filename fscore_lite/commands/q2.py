@@ -58,15 +58,28 @@ def meta_eval_q2(
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="Model bundle directory."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: all cores)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write the HTML report of the four scored files "
+                                          "(gold labels from their names: ROC curve, AUC, accuracy at 0.5)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Q² on the annotated WoW responses: mean scores, accuracy and P/R beside the paper's."""
-    from ..metaeval.q2_wow import format_report, run_q2_wow
+    from ..metaeval.q2_wow import LABELS, SYSTEMS, format_report, run_q2_wow
 
+    if report is not None:
+        from ..io import check_writable_outputs
+
+        check_writable_outputs([report])  # before any model work
     settings = Settings().with_(llm=llm, models_dir=models_dir, threads=threads)
-    report = run_q2_wow(data, settings, limit=limit, out_dir=out, backend=backend, precision=precision,
+    result = run_q2_wow(data, settings, limit=limit, out_dir=out, backend=backend, precision=precision,
                         progress=not quiet)
-    typer.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+    if report is not None:
+        from ..report import write_report
+
+        runs = [out / "q2-wow" / f"{key}_{label}.q2.jsonl" for key, _ in SYSTEMS for label in LABELS]
+        result["report"] = str(write_report(runs, report, title="Q² on the annotated WoW responses"))
+    typer.echo(json.dumps(result, indent=2) if as_json else format_report(result))
+    if report is not None and not as_json:
+        typer.echo(f"report: {result['report']}")
 
 
 def _choice(value: str, allowed: tuple[str, ...], flag: str) -> str:

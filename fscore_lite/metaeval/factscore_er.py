@@ -108,7 +108,9 @@ def _human_sn_facts(bio: AnnotatedBio) -> list[tuple[str, bool]]:
 
 def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=None, store=None,
            out: Path = Path("out/meta-eval"), chat_template=False, context_budget=2048, baseline=False,
-           per_fact: bool = True, progress: bool = True, verifier: str = "llm") -> dict:
+           per_fact: bool = True, progress: bool = True, verifier: str = "llm", report: Path | None = None) -> dict:
+    """Score each subject's annotated bios; with ``report``, also write the HTML report of the
+    estimated runs with the human FActScore of the same bios beside each."""
     from ..factscore.pipeline import FactScorer, ScoreOptions, score_file
 
     pages, files = wiki_pages(data)
@@ -120,6 +122,7 @@ def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=
     seen = trained_topics_note(scorer, set(pages))
     out = Path(out)
     results: list[SubjectResult] = []
+    runs: list[Path] = []  # the estimated runs, for the report
     for subject in subjects or SUBJECTS:
         if subject not in SUBJECTS:
             raise FscoreError(f"unknown subject {subject!r}; choose from {', '.join(SUBJECTS)}")
@@ -131,6 +134,7 @@ def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=
         atomic_write_text(inp, "".join(json.dumps({"topic": b.topic, "facts": b.model_facts(), "bio_line": b.line})
                                        + "\n" for b in bios))
         score_file(inp, out / f"er-{tag}.jsonl", settings, options, resume=True, scorer=scorer)
+        runs.append(out / f"er-{tag}.jsonl")
         scored = [json.loads(x) for x in (out / f"er-{tag}.jsonl").read_text().splitlines()]
         ok = [(b, r) for b, r in zip(bios, scored) if r["status"] == "ok"]
         human = [sum(human_fact_labels(b)) / len(human_fact_labels(b)) for b, _ in ok]
@@ -155,6 +159,12 @@ def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=
             b_pred = [overlap_supported(t, pages[b.topic]) for b, fs in sn for t, _ in fs]
             res.baseline_f1_ns = f1_not_supported(b_pred, labels)
         results.append(res)
+    report_path = None
+    if report is not None:
+        from ..report import write_report
+
+        report_path = str(write_report(runs, report, human=data,
+                                       title="FActScore estimator vs human annotation"))
     order = [r.subject for r in sorted(results, key=lambda r: r.estimated)]
     present = [s for s in RANKING if s in order]
     return {
@@ -167,6 +177,7 @@ def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=
         "llm_calls": scorer.llm.stats.__dict__ if scorer.llm_loaded else {},
         "verification_s": scorer.timings.verification,
         "facts_verified": scorer.timings.facts_verified,
+        **({"report": report_path} if report_path else {}),
     }
 
 
