@@ -79,3 +79,22 @@ class NliCrossEncoder(CrossEncoder):
                     "logits": {lab: float(v) for lab, v in zip(self.labels, z)}}
 
         return self.cached("nli_pair", payload, compute)
+
+    def predict_batch(self, pairs: list[tuple[str, str]]) -> list[dict]:
+        """:meth:`predict` for several (premise, hypothesis) pairs in one padded call
+        (:meth:`CrossEncoder.logits_batch`).
+
+        Cached as one batch keyed by all its pairs in order, so a result depends only on the
+        batch; callers fix the batch by one item's content (Q²: the answer pairs of one
+        response). A single pair is exactly :meth:`predict` (same cache entry).
+        """
+        pairs = [(str(p), str(h)) for p, h in pairs]
+        if len(pairs) <= 1:
+            return [self.predict(p, h) for p, h in pairs]
+
+        def compute():
+            return [{"label": self.labels[int(np.argmax(z))],
+                     "logits": {lab: float(v) for lab, v in zip(self.labels, z)}}
+                    for z in self.logits_batch(pairs)]
+
+        return self.cached("nli_batch", {"pairs": [list(p) for p in pairs]}, compute)

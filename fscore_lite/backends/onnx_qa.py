@@ -156,6 +156,32 @@ class ExtractiveQA(OnnxTextModel):
         start, end = self.session.run(["start_logits", "end_logits"], feeds)
         return start[0].astype(np.float32), end[0].astype(np.float32)
 
+    def logits_batch(self, rows: list[tuple[list[int], list[int]]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Start and end logits for several encoded pairs in one onnxruntime call.
+
+        Rows are right-padded to the longest with the pad id (attention mask 0 there); each
+        row's logits are cut back to its own length, so the argmax never lands on padding.
+        """
+        if not rows:
+            return []
+        if len(rows) == 1:
+            return [self.logits(*rows[0])]
+        width = max(len(ids) for ids, _ in rows)
+        pad = int(self.config.get("pad_token_id") or 0)
+        input_ids = np.full((len(rows), width), pad, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        types = np.zeros((len(rows), width), dtype=np.int64)
+        for r, (ids, type_ids) in enumerate(rows):
+            input_ids[r, :len(ids)] = ids
+            mask[r, :len(ids)] = 1
+            types[r, :len(type_ids)] = type_ids
+        feeds = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self.inputs:
+            feeds["token_type_ids"] = types
+        start, end = self.session.run(["start_logits", "end_logits"], feeds)
+        return [(start[r, :len(ids)].astype(np.float32), end[r, :len(ids)].astype(np.float32))
+                for r, (ids, _) in enumerate(rows)]
+
     def _windows(self, question: str, context: str):
         enc = self.tokenizer.encode(question, context)
         limit = self.max_tokens()
@@ -176,10 +202,20 @@ class ExtractiveQA(OnnxTextModel):
 
     def _span(self, ids: list[int], type_ids: list[int]) -> tuple[int, int, float]:
         """The reference span rule: argmax start, argmax end + 1; and its start+end logit."""
-        start_logits, end_logits = self.logits(ids, type_ids)
-        start = int(np.argmax(start_logits))
-        end = int(np.argmax(end_logits)) + 1
-        return start, end, float(start_logits[start] + end_logits[end - 1])
+        return _span_of(*self.logits(ids, type_ids))
+
+    def _result(self, windows, spans) -> dict:
+        """The answer from each window's (start, end, score): see :meth:`answer`."""
+        best = None
+        for w, (enc, (start, end, score)) in enumerate(zip(windows, spans)):
+            if len(windows) == 1 or (start > 0 and (best is None or score > best[3])):
+                best = (w, start, end, score, enc.ids)
+        if best is None:  # every window predicted CLS: no answer
+            best = (0, 0, 1, 0.0, windows[0].ids)
+        w, start, end, _, ids = best
+        text = self.tokens_to_string(self.token_strings(ids[start:end]))
+        return QAResult(text=text, no_answer=start == 0 and end == 1, cls_in_span=start == 0 and end >= 1,
+                        start=start, end=end, window=w).to_json()
 
     def answer(self, question: str, context: str) -> QAResult:
         """Answer ``question`` from ``context`` (SPEC Q² step 4: argmax span, CLS = no answer).
@@ -193,16 +229,40 @@ class ExtractiveQA(OnnxTextModel):
 
         def compute():
             windows = self._windows(question, context)
-            best = None
-            for w, enc in enumerate(windows):
-                start, end, score = self._span(enc.ids, enc.type_ids)
-                if len(windows) == 1 or (start > 0 and (best is None or score > best[3])):
-                    best = (w, start, end, score, enc.ids)
-            if best is None:  # every window predicted CLS: no answer
-                best = (0, 0, 1, 0.0, windows[0].ids)
-            w, start, end, _, ids = best
-            text = self.tokens_to_string(self.token_strings(ids[start:end]))
-            return QAResult(text=text, no_answer=start == 0 and end == 1, cls_in_span=start == 0 and end >= 1,
-                            start=start, end=end, window=w).to_json()
+            return self._result(windows, [self._span(enc.ids, enc.type_ids) for enc in windows])
 
         return QAResult(**self.cached("qa_span", payload, compute))
+
+    def answer_batch(self, pairs: list[tuple[str, str]]) -> list[QAResult]:
+        """:meth:`answer` for several (question, context) pairs, every window of every pair in
+        one padded onnxruntime call.
+
+        The same rule as :meth:`answer`; the logits equal the one-at-a-time ones up to float
+        rounding (fp32; int8 graphs quantize activations with one scale per call, so their
+        logits move a little more). The batch is cached as a whole, keyed by all its pairs in
+        order: a result depends only on the batch, which the caller fixes by one response's
+        content (Q²: the questions of one response), never on what else is being scored. A
+        single pair is exactly :meth:`answer` (same cache entry).
+        """
+        pairs = [(str(q), str(c)) for q, c in pairs]
+        if len(pairs) <= 1:
+            return [self.answer(q, c) for q, c in pairs]
+        payload = {"pairs": [list(p) for p in pairs], "doc_stride": self.doc_stride}
+
+        def compute():
+            per_pair = [self._windows(q, c) for q, c in pairs]
+            flat = [(enc.ids, enc.type_ids) for windows in per_pair for enc in windows]
+            spans = [_span_of(s, e) for s, e in self.logits_batch(flat)]
+            out, i = [], 0
+            for windows in per_pair:
+                out.append(self._result(windows, spans[i:i + len(windows)]))
+                i += len(windows)
+            return out
+
+        return [QAResult(**r) for r in self.cached("qa_span_batch", payload, compute)]
+
+
+def _span_of(start_logits: np.ndarray, end_logits: np.ndarray) -> tuple[int, int, float]:
+    start = int(np.argmax(start_logits))
+    end = int(np.argmax(end_logits)) + 1
+    return start, end, float(start_logits[start] + end_logits[end - 1])

@@ -55,6 +55,8 @@ class QuestionAnswerer(Protocol):
 
     def answer(self, question: str, text: str) -> Answer: ...
 
+    # optional: ``answer_many(pairs) -> list[Answer]``, the same answers in one batch
+
 
 class OnnxQuestionAnswerer:
     """The reference QA: an extractive SQuAD-2 model on onnxruntime."""
@@ -68,6 +70,11 @@ class OnnxQuestionAnswerer:
     def answer(self, question: str, text: str) -> Answer:
         r = self.model.answer(question, text)
         return Answer(r.text, r.no_answer, r.cls_in_span and not r.no_answer)
+
+    def answer_many(self, pairs: list[tuple[str, str]]) -> list[Answer]:
+        """:meth:`answer` for several (question, text) pairs in one model call (one batch)."""
+        return [Answer(r.text, r.no_answer, r.cls_in_span and not r.no_answer)
+                for r in self.model.answer_batch(pairs)]
 
     def describe(self) -> dict:
         return {"backend": self.backend, "name": self.name, "sha256": self.sha256,
@@ -87,6 +94,9 @@ class LlmQuestionAnswerer:
         out = self.llm.generate(prompts.qa_prompt(question, text), prompts.QA_MAX_TOKENS, ("\n",))
         answer, no_answer = prompts.parse_answer(out)
         return Answer(answer, no_answer)
+
+    def answer_many(self, pairs: list[tuple[str, str]]) -> list[Answer]:
+        return [self.answer(q, t) for q, t in pairs]
 
     def describe(self) -> dict:
         return {"backend": self.backend, "name": self.name, "sha256": self.sha256,

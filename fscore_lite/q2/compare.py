@@ -83,6 +83,8 @@ class EntailmentJudge(Protocol):
 
     def label(self, premise: str, hypothesis: str) -> str: ...
 
+    # optional: ``labels_many(pairs) -> list[str]``, the same labels in one batch
+
 
 class OnnxEntailmentJudge:
     """The reference NLI: a 3-label cross-encoder on onnxruntime (argmax label)."""
@@ -95,6 +97,10 @@ class OnnxEntailmentJudge:
 
     def label(self, premise: str, hypothesis: str) -> str:
         return self.model.predict(premise, hypothesis)["label"]
+
+    def labels_many(self, pairs: list[tuple[str, str]]) -> list[str]:
+        """:meth:`label` for several (premise, hypothesis) pairs in one model call (one batch)."""
+        return [r["label"] for r in self.model.predict_batch(pairs)]
 
     def describe(self) -> dict:
         return {"backend": self.backend, "name": self.name, "sha256": self.sha256,
@@ -123,6 +129,9 @@ class LlmEntailmentJudge:
 
     def label(self, premise: str, hypothesis: str) -> str:
         return ENTAILMENT if self.yes_margin(premise, hypothesis) > 0 else NEUTRAL
+
+    def labels_many(self, pairs: list[tuple[str, str]]) -> list[str]:
+        return [self.label(p, h) for p, h in pairs]
 
     def describe(self) -> dict:
         return {"backend": self.backend, "name": self.name, "sha256": self.sha256,

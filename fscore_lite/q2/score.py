@@ -26,11 +26,18 @@ class Q2Options:
     ``remove_personal``: the personal-question filter (on in the paper's run).
     ``no_nli_gets_fallback``: as in the reference, ``Q2_no_nli`` of a response without a
     valid question is its end-to-end NLI fallback score too; False leaves it null.
+    ``batch``: run the model calls of one response together (QA on the response in rounds —
+    round k holds the k-th unfiltered question of every candidate still without a valid one —
+    QA on the knowledge in one call, NLI in one call). The same steps and decisions as one
+    call per question (False, the reference's way), faster; logits differ only by float
+    rounding (int8: by the activation scale of the batch). Batches are fixed by the response,
+    never by other rows.
     """
 
     questions: str = "single"
     remove_personal: bool = True
     no_nli_gets_fallback: bool = True
+    batch: bool = True
 
     def __post_init__(self):
         if self.questions not in ("single", "multi"):
@@ -73,37 +80,31 @@ def score_response(response: str, knowledge: str, roles, nlp, options: Q2Options
     with timer.stage("qg"):
         generated = [roles.qg.questions(c, response) for c in candidates]
 
-    steps, valid = [], []
+    steps = [{"candidate": c, "generated": qs, "checked": []} for c, qs in zip(candidates, generated)]
+    found: list[list[dict]] = [[] for _ in candidates]  # valid questions per candidate, in order
     with timer.stage("qa_response"):
-        for cand, questions in zip(candidates, generated):
-            checked = []
-            for q in questions:
-                check = {"question": q, "personal": False, "response_answer": None, "response_no_answer": None,
-                         "consistent": None}
-                checked.append(check)
-                if options.remove_personal and is_personal_question(nlp(q)):
-                    check["personal"] = True
-                    continue
-                ans = roles.qa.answer(q, response)
-                check.update(response_answer=ans.text, response_no_answer=ans.no_answer,
-                             consistent=is_self_consistent(cand, ans))
-                if check["consistent"]:
-                    valid.append({"candidate": cand, "question": q, "response_answer": ans.text})
-                    if options.questions == "single":
+        if options.batch:
+            _check_batched(steps, found, response, roles, nlp, options)
+        else:
+            for i, step in enumerate(steps):
+                for q in step["generated"]:
+                    check = _check_entry(step, q, nlp, options)
+                    if check is None:
+                        continue
+                    if _record(check, step["candidate"], roles.qa.answer(q, response), found[i], options):
                         break
-            steps.append({"candidate": cand, "generated": questions, "checked": checked})
+    valid = [v for vs in found for v in vs]
 
     with timer.stage("qa_knowledge"):
-        for v in valid:
-            ka = roles.qa.answer(v["question"], knowledge)
+        answers = _answers(roles.qa, [(v["question"], knowledge) for v in valid], options.batch)
+        for v, ka in zip(valid, answers):
             v.update(knowledge_answer=ka.text, knowledge_no_answer=ka.no_answer, f1=knowledge_f1(v["candidate"], ka))
-            v["_ka"] = ka
     with timer.stage("nli"):
+        todo = [(v, ka) for v, ka in zip(valid, answers) if needs_nli(v["f1"], ka)]
+        labels = _labels(roles.nli, [nli_pair(v["question"], v["candidate"], ka.text) for v, ka in todo], options.batch)
+        by_id = {id(v): lab for (v, _), lab in zip(todo, labels)}
         for v in valid:
-            ka = v.pop("_ka")
-            label = None
-            if needs_nli(v["f1"], ka):
-                label = roles.nli.label(*nli_pair(v["question"], v["candidate"], ka.text))
+            label = by_id.get(id(v))
             v.update(nli_label=label, score=question_score(v["f1"], label))
 
     out = {"Q2": None, "Q2_no_nli": None, "no_valid_question": not valid, "fallback": None,
@@ -119,6 +120,68 @@ def score_response(response: str, knowledge: str, roles, nlp, options: Q2Options
         if options.no_nli_gets_fallback:
             out["Q2_no_nli"] = out["fallback"]["score"]
     return out
+
+
+def _check_entry(step: dict, q: str, nlp, options: Q2Options) -> dict | None:
+    """Record that ``q`` was checked; None when the personal-question filter drops it."""
+    check = {"question": q, "personal": False, "response_answer": None, "response_no_answer": None,
+             "consistent": None}
+    step["checked"].append(check)
+    if options.remove_personal and is_personal_question(nlp(q)):
+        check["personal"] = True
+        return None
+    return check
+
+
+def _record(check: dict, cand: str, ans, found: list, options: Q2Options) -> bool:
+    """Fill in the self-consistency verdict; True when the candidate is done (single mode)."""
+    check.update(response_answer=ans.text, response_no_answer=ans.no_answer, consistent=is_self_consistent(cand, ans))
+    if check["consistent"]:
+        found.append({"candidate": cand, "question": check["question"], "response_answer": ans.text})
+        return options.questions == "single"
+    return False
+
+
+def _check_batched(steps: list[dict], found: list[list[dict]], response: str, roles, nlp, options: Q2Options) -> None:
+    """The self-consistency filter with one QA call per round.
+
+    Multi mode: every unfiltered question, one call. Single mode: round k asks the next
+    unfiltered question of each candidate that has no valid question yet, so exactly the
+    questions the one-at-a-time loop asks are asked (and recorded in the same order).
+    """
+    pos = [0] * len(steps)
+    live = list(range(len(steps)))
+    while live:
+        batch = []  # (candidate index, check)
+        for i in live:
+            step, qs = steps[i], steps[i]["generated"]
+            while pos[i] < len(qs):
+                q = qs[pos[i]]
+                pos[i] += 1
+                check = _check_entry(step, q, nlp, options)
+                if check is not None:
+                    batch.append((i, check))
+                    if options.questions == "single":
+                        break
+        if not batch:
+            break
+        answers = _answers(roles.qa, [(c["question"], response) for _, c in batch], True)
+        done = {i for (i, check), ans in zip(batch, answers)
+                if _record(check, steps[i]["candidate"], ans, found[i], options)}
+        live = [i for i in live if i not in done and pos[i] < len(steps[i]["generated"])]
+
+
+def _answers(qa, pairs: list[tuple[str, str]], batch: bool) -> list:
+    """Answers for the pairs: one batched call when asked and the backend has one."""
+    if batch and len(pairs) > 1 and hasattr(qa, "answer_many"):
+        return list(qa.answer_many(pairs))
+    return [qa.answer(q, t) for q, t in pairs]
+
+
+def _labels(nli, pairs: list[tuple[str, str]], batch: bool) -> list[str]:
+    if batch and len(pairs) > 1 and hasattr(nli, "labels_many"):
+        return list(nli.labels_many(pairs))
+    return [nli.label(p, h) for p, h in pairs]
 
 
 def e2e_nli_score(response: str, knowledge: str, roles) -> dict:
