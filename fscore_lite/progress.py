@@ -223,6 +223,7 @@ class Progress:
         self._last_draw, self._drawn = now, True
         text = self.line(note)
         prefix = f"{self.label}: " if self.label else ""
+        prefix_fmt = prefix.replace("{", "{{").replace("}", "}}")
         if not self._tty:
             self.stream.write(prefix + text + "\n")
             self.stream.flush()
@@ -235,11 +236,11 @@ class Progress:
             self.stream.flush()
             return
         if self._bar is None:
-            fmt = "{desc}{percentage:3.0f}%|{bar:20}| {postfix}" if self.total is not None else "{desc}{postfix}"
-            self._bar = _tqdm(total=100.0, desc=self.label or None, file=self.stream, leave=True,
-                              dynamic_ncols=True, mininterval=0, bar_format=fmt)
+            self._bar = _tqdm(total=100.0, file=self.stream, leave=True, dynamic_ncols=True, mininterval=0,
+                              bar_format=prefix_fmt)
+        text = text.replace("{", "{{").replace("}", "}}")  # the line is tqdm's format string
+        self._bar.bar_format = prefix_fmt + ("{percentage:3.0f}%|{bar:20}| " if self.total is not None else "") + text
         self._bar.n = pct
-        self._bar.set_postfix_str(text, refresh=False)
         self._bar.refresh()
 
     def close(self, note: str = "") -> None:
