@@ -24,8 +24,8 @@ from .page_features import STOPWORDS, PageIndex, fact_features, words
 from .retrieve import Evidence
 
 CE_FEATURES = ("ce_max", "ce_top", "ce_mean", "ce_contra")
-WINDOW_TOKENS = 80  # pair length fed to the cross-encoder (fact + evidence window + 3 specials)
-CE_PASSAGES = 3  # retrieved passages (best first) the cross-encoder scores per fact
+WINDOW_TOKENS = 64  # pair length fed to the cross-encoder (fact + evidence window + 3 specials)
+CE_PASSAGES = 2  # retrieved passages (best first) the cross-encoder scores per fact
 
 _SENT_MARKED = re.compile(r"<s>(.*?)</s>", re.S)
 _SENT_PLAIN = re.compile(r"(?<=[.!?])\s+")

