@@ -6,6 +6,8 @@ deletes rows by age and/or by model and shrinks the file.
 """
 from __future__ import annotations
 
+from .common import human_size
+
 import json
 import re
 from pathlib import Path
@@ -23,12 +25,6 @@ MODELS_DIR_HELP = "Model bundle folder, to show and resolve model names (default
 _HEX = re.compile(r"[0-9a-fA-F]{6,64}")
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
 
 
 def _names(models_dir: Optional[Path]) -> dict[str, str]:
@@ -84,7 +80,7 @@ def info(
 
     path = cache or Settings().cache_path
     result = cache_info(path, _names(models_dir))
-    result["size"] = _size(result["size_bytes"])
+    result["size"] = human_size(result["size_bytes"])
     typer.echo(json.dumps(result, ensure_ascii=False, indent=2))
 
 
@@ -113,5 +109,5 @@ def prune(
     shas = resolve_models(list(model), cache_models(path), _names(models_dir)) if model else None
     result = prune_cache(path, older_than_days=older_than, models=shas, dry_run=dry_run)
     result["models"] = shas
-    result["size_before_h"], result["size_after_h"] = _size(result["size_before"]), _size(result["size_after"])
+    result["size_before_h"], result["size_after_h"] = human_size(result["size_before"]), human_size(result["size_after"])
     typer.echo(json.dumps(result, ensure_ascii=False, indent=2))

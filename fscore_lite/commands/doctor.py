@@ -5,6 +5,8 @@ gigabyte models; `fscore-lite models verify` and `kb verify` recompute the hashe
 """
 from __future__ import annotations
 
+from .common import human_size
+
 import json
 import platform
 import sys
@@ -39,12 +41,6 @@ def _dir_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
 
 
 def collect(settings: Settings) -> dict:
@@ -134,7 +130,7 @@ def format_doctor(d: dict) -> str:
     if not d["models"]:
         lines.append("  (none)")
     for m in d["models"]:
-        lines.append(f"  {'ok ' if m['ok'] else 'BAD'} {m['role']:<6} {m['name']:<38} {m['sha256'][:12]}  {_size(m['size'])}")
+        lines.append(f"  {'ok ' if m['ok'] else 'BAD'} {m['role']:<6} {m['name']:<38} {m['sha256'][:12]}  {human_size(m['size'])}")
     lines += ["", f"stores    {Path(d['home']) / 'stores'}"]
     if not d["stores"]:
         lines.append("  (none)")
@@ -142,11 +138,11 @@ def format_doctor(d: dict) -> str:
         mark = "*" if s["default"] else " "
         if s["ok"]:
             lines.append(f"  ok {mark} {Path(s['path']).name:<20} {s['sha256'][:12]}  {s['passages']} passages, "
-                         f"{s['pages']} pages, {_size(s['size'])}, {s['embed_model']}")
+                         f"{s['pages']} pages, {human_size(s['size'])}, {s['embed_model']}")
         else:
             lines.append(f"  BAD{mark} {s['path']}: {s['error']}")
     c = d["cache"]
-    lines += ["", f"cache     {c['path']} ({_size(c['size']) if c['exists'] else 'not created yet'})", "",
+    lines += ["", f"cache     {c['path']} ({human_size(c['size']) if c['exists'] else 'not created yet'})", "",
               "versions  " + ", ".join(f"{k} {v}" for k, v in d["versions"].items()
                                        if v and k not in ("fscore-lite", "python"))]
     if d["optional_missing"]:

@@ -8,6 +8,8 @@ is imported only when that command runs.
 """
 from __future__ import annotations
 
+from .common import human_size
+
 from pathlib import Path
 from typing import List, Optional
 
@@ -30,12 +32,6 @@ def _models_dir(models_dir: Optional[Path]) -> Path:
     return Path(Settings().with_(models_dir=models_dir).models_dir)
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
 
 
 @app.command("list")
@@ -58,7 +54,7 @@ def list_models(models_dir: Optional[Path] = typer.Option(None, "--models-dir", 
         return
     header = ("NAME", "ROLE", "QUANT", "SIZE", "SHA256", "LICENCE")
     rows = [
-        (e.name, e.role, e.quantization or "-", _size(sum(f.size for f in e.files)), e.sha256[:12], e.license or "-")
+        (e.name, e.role, e.quantization or "-", human_size(sum(f.size for f in e.files)), e.sha256[:12], e.license or "-")
         for e in sorted(bundle.entries.values(), key=lambda e: (ROLES.index(e.role) if e.role in ROLES else 99, e.name))
     ]
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header) - 1)]
