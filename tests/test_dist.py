@@ -120,7 +120,7 @@ def test_score_one_fact(env, store, tmp_path):
     inp = tmp_path / "in.jsonl"
     inp.write_text(json.dumps(item) + "\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    summary = json.loads(_ok(run(env, "score", inp, "-o", out, "--store", store, "--llm", TEST_LLM,
+    summary = json.loads(_ok(run(env, "score", inp, "-o", out, "--store", store, "--llm", TEST_LLM, "--verifier", "llm",
                                  "--threads", "1", "--no-cache", "-q", cwd=tmp_path)))
     assert summary["num_items"] == 1
     rows = [json.loads(l) for l in out.read_text(encoding="utf-8").splitlines() if l.strip()]

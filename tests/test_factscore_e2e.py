@@ -39,6 +39,7 @@ def _runner(settings, cache=None, reuse_prefix=True):
 
 def _scorer(settings, store, llm, **opts):
     s = settings.with_(store=store)
+    opts.setdefault("verifier", "llm")  # these tests are about the LLM judge
     return FactScorer(s, ScoreOptions(progress=False, **opts), cache=llm.cache, llm=llm)
 
 
@@ -173,7 +174,8 @@ def test_resume_after_kill_gives_the_bytes_of_an_uninterrupted_run(settings_1t, 
 
     def cmd(out: Path, *extra: str) -> list[str]:
         return [sys.executable, "-m", "fscore_lite", "score", str(inp), "-o", str(out), "--store", str(small_store),
-                "--llm", settings_1t.llm, "--threads", "1", "--k", "2", "--no-cache", "-q", *extra]
+                "--llm", settings_1t.llm, "--verifier", "llm", "--threads", "1", "--k", "2", "--no-cache", "-q",
+                *extra]
 
     full = tmp_path / "full.jsonl"
     proc = subprocess.run(cmd(full), capture_output=True, text=True, env=env, timeout=900)
@@ -228,7 +230,8 @@ def test_cli_scoring_with_network_and_torch_blocked_and_per_item_statuses(settin
     env = dict(os.environ, PYTHONPATH=str(site), FSCORE_LITE_HOME=str(tmp_path / "home"),
                FSCORE_LITE_MODELS=str(settings_1t.models_dir))
     proc = subprocess.run([sys.executable, "-m", "fscore_lite", "score", str(inp), "-o", str(out), "--store",
-                           str(small_store), "--llm", settings_1t.llm, "--threads", "1", "--k", "2", "-q"],
+                           str(small_store), "--llm", settings_1t.llm, "--verifier", "llm", "--threads", "1",
+                           "--k", "2", "-q"],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(x) for x in out.read_text().splitlines()]

@@ -77,18 +77,24 @@ def _check_report_against_raw_files(report, mini_data, out_dir):
 class _FakeScorer:
     """FactScorer without models: a fact is supported when it has an even number of words."""
 
+    trained, verifier_kind, llm_loaded = None, "fake", True
+
     def __init__(self, settings, options):
         from fscore_lite.factscore.pipeline import Timings
 
         stats = type("Stats", (), {"calls": 0, "cached_calls": 0, "tokens_evaluated": 0, "tokens_reused": 0,
                                    "tokens_generated": 0})()
         self.llm = type("LLM", (), {"name": "fake", "sha256": "f" * 64, "stats": stats})()
+        self._llm = self.llm
         self.store = type("Store", (), {"sha256": "s" * 64})()
         self.timings = Timings()
         self.options = options
 
     def describe(self):
         return {"settings": {"gamma": self.options.gamma}}
+
+    def identity(self):
+        return {"settings": self.describe()["settings"], "llm": self.llm.sha256, "store": self.store.sha256}
 
     def score_item(self, item):
         facts = [f.strip() for f in item.facts if f.strip()]

@@ -125,7 +125,7 @@ def test_pipeline_applies_np_to_supported_facts(tiny_bundle, settings_1t, tmp_pa
     build_store(pages, tmp_path / "store", threads=1, models_dir=combo.root, progress=False)
     s = settings_1t.with_(models_dir=combo.root, store=tmp_path / "store")
     llm = load_llm(s, combo, CallCache(None))
-    scorer = FactScorer(s, ScoreOptions(npm=True, progress=False, k=1), cache=llm.cache, llm=llm)
+    scorer = FactScorer(s, ScoreOptions(npm=True, progress=False, k=1, verifier="llm"), cache=llm.cache, llm=llm)
     rec = scorer.score_item(Item(1, {}, topic="Marie Curie",
                                  facts=["Marie Curie was a Polish physicist.", "Marie Curie was a Japanese chef."]))
     assert scorer.describe()["models"]["mlm"]["name"] == "tiny-mlm"

@@ -145,10 +145,14 @@ class FakeScorer:
         self.timings = Timings()
         self.llm = type("L", (), {"sha256": "l" * 64, "stats": FakeStats()})()
         self.store = type("S", (), {"sha256": "s" * 64})()
+        self._llm, self.llm_loaded = self.llm, True
         self.scored: list[int] = []
 
     def describe(self):
         return {"settings": {"threads": 1}}
+
+    def identity(self):
+        return {"settings": {"threads": 1}, "llm": self.llm.sha256, "store": self.store.sha256}
 
     def score_item(self, item):
         self.scored.append(item.line)
