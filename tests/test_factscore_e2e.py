@@ -246,3 +246,50 @@ def test_search_all_ranks_whole_store_for_unknown_topic(settings_1t, small_store
     assert len(ev) == 5 and ev[0].passage.title == "Adil Rami"
     strict = _scorer(settings_1t, small_store, test_llm)
     assert strict.retriever.retrieve("Not A Page", "He played for Lille.") == []
+
+
+def test_abstention_inside_the_pipeline_loads_no_model(settings_1t, small_store, tmp_path):
+    """--abstain generic: a refusal gets status abstained and no facts, before any LLM is loaded."""
+    inp = _write(tmp_path / "in.jsonl", [
+        {"topic": "Adil Rami", "output": "I'm sorry, I have no information about this person."},
+        {"topic": "Adil Rami", "facts": ["Adil Rami is a footballer."]},
+    ])
+    s = settings_1t.with_(store=small_store)
+    options = ScoreOptions(progress=False, abstain="generic", verifier="llm", gamma=0)
+    scorer = FactScorer(s, options, cache=CallCache(None))
+    from fscore_lite.factscore.pipeline import Item
+
+    rec = scorer.score_item(Item(1, {"topic": "Adil Rami"}, topic="Adil Rami",
+                                 output="I'm sorry, I cannot provide more about him."))
+    assert rec["status"] == "abstained" and rec["decisions"] is None and rec["score"] is None
+    assert not scorer.llm_loaded  # nothing needed the LLM yet
+    summary = score_file(inp, tmp_path / "out.jsonl", s, options, scorer=scorer)
+    assert summary["status_counts"] == {"abstained": 1, "ok": 1}
+    assert summary["respond_ratio"] == pytest.approx(0.5)  # the abstained item does not respond
+    assert scorer.llm_loaded  # the LLM judge verified the second item
+
+
+def test_chat_template_wraps_the_verification_prompt(settings_1t, small_store):
+    """--chat-template: the reference prompt becomes one user turn of the model's own template."""
+    llm = _runner(settings_1t)
+    llm.chat_template = True
+    text = llm.format_prompt("Input: Adil Rami is a footballer. True or False?\nOutput:")
+    assert text != "Input: Adil Rami is a footballer. True or False?\nOutput:"
+    assert "Input: Adil Rami is a footballer. True or False?" in text
+    assert text.index("user") < text.index("Input:") < text.rindex("assistant")  # Qwen2's im_start roles
+    scorer = _scorer(settings_1t, small_store, llm, chat_template=True)
+    assert scorer.describe()["settings"]["prompt_style"] == "chat-template"
+    from fscore_lite.factscore.pipeline import Item
+
+    rec = scorer.score_item(Item(1, {}, topic="Adil Rami", facts=["Adil Rami is a footballer."]))
+    assert rec["status"] == "ok" and isinstance(rec["decisions"][0]["margin"], float)
+
+
+def test_prompt_longer_than_the_context_is_a_clear_error(settings_1t):
+    from fscore_lite.errors import FscoreError
+
+    bundle = Bundle(settings_1t.models_dir)
+    e = bundle.get(settings_1t.llm)
+    llm = LlamaRunner(bundle.verified_path(e), e.sha256, e.name, threads=1, n_ctx=256, cache=CallCache(None))
+    with pytest.raises(FscoreError, match="does not fit the context of 256 tokens; raise --n-ctx"):
+        llm.next_token_logprobs("word " * 400, ["True", "False"])
