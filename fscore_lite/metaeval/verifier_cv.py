@@ -168,7 +168,6 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
     fold on the other folds' topics, so every estimate comes from a combiner that never saw
     its topic. The lexical regression (page features only) is cross-validated the same way;
     the word-overlap floor needs no fitting."""
-    import sys
     import time
 
     from ..backends.embed import SentenceEmbedder
@@ -178,6 +177,7 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
     from ..factscore.retrieve import Retriever
     from ..factscore.trained import TrainedVerifier
     from ..manifest import Bundle
+    from ..progress import Progress
     from ..store import open_store
     from .factscore_er import RANKING, ensure_store, wiki_pages
 
@@ -195,17 +195,11 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
     ex = load_examples(data, pages, subjects)
     if len(ex.topics) < folds:
         raise FscoreError(f"{len(ex.topics)} topics with pages and labels under {data}: too few for {folds} folds")
-    total, done, t0 = len(ex.human) + len(ex.model), [0], time.monotonic()
-
-    def tick():
-        done[0] += 1
-        if progress and (done[0] % 500 == 0 or done[0] == total):
-            print(f"\rfeatures {done[0]}/{total} facts, {done[0] / (time.monotonic() - t0):.1f}/s", end="",
-                  file=sys.stderr, flush=True)
-
-    featurise(ex, retriever, verifier, tick)
-    if progress:
-        print(file=sys.stderr)
+    t0 = time.monotonic()
+    bar = Progress(None, "features", enabled=progress)
+    bar.add_total(len(ex.human) + len(ex.model), "facts featurised")
+    featurise(ex, retriever, verifier, lambda: bar.advance(1, unit="facts featurised"))
+    bar.close()
     names = tuple(entry.extra["combiner"]["features"])
     l2 = float(entry.extra.get("training", {}).get("config", {}).get("l2", 1.0))
     rows = {"trained": per_subject(ex, cross_validate(ex, names, folds, l2)),
