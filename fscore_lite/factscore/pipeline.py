@@ -10,24 +10,23 @@ import hashlib
 import inspect
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..cache import CallCache
-from ..errors import InputError
-from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs, read_jsonl, require_text
+from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs
 from ..io import summary_path_for as io_summary_path_for
 from ..progress import Progress
 from ..settings import Settings
 from .abstain import MODES as ABSTAIN_MODES
 from .abstain import is_abstained
 from .atomic_facts import describe_settings as atomic_fact_settings
+from .items import MAX_OUTPUT_CHARS, Item, load_items  # noqa: F401  (re-exported: the API)
 from .score import GAMMA, aggregate, response_score
 from .npm import PASSAGE_TEXT as NPM_PASSAGES
 from .sentences import SPLITTER
 from .verify import DEFAULT_CONTEXT_BUDGET, FALSE_WORDS, TRUE_WORDS
 
-MAX_OUTPUT_CHARS = 100_000
 FACTS_GENERATED, FACTS_VERIFIED = "facts generated", "facts verified"  # progress units
 VERIFIERS = ("auto", "trained", "llm")
 
@@ -72,16 +71,6 @@ class Timings:
     facts_verified: int = 0
 
 
-@dataclass
-class Item:
-    line: int
-    data: dict
-    topic: str = ""
-    output: str = ""
-    facts: list[str] | None = None
-    problem: tuple[str, str] | None = None  # (status, message) for items that cannot be scored
-
-
 class FactScorer:
     """Loaded components: LLM, embedder, store, retriever, fact generator, verifier, NP.
 
@@ -92,7 +81,6 @@ class FactScorer:
     def __init__(self, settings: Settings, options: ScoreOptions, cache: CallCache | None = None,
                  llm=None, store=None, embedder=None):
         from ..backends.embed import SentenceEmbedder
-        from ..backends.llm import load_llm
         from ..manifest import Bundle
         from ..store import open_store
         from .retrieve import Retriever
@@ -287,36 +275,6 @@ class FactScorer:
         if sentences is not None:
             rec["sentences"] = sentences
         return rec
-
-
-def load_items(path: str | Path, max_output_chars: int = MAX_OUTPUT_CHARS) -> list[Item]:
-    """Read and validate every line first: a broken file fails before any output is written.
-
-    Malformed JSON, non-UTF-8 bytes, a missing or non-string ``topic``/``output`` and a bad
-    ``facts`` value are errors naming file and line. An empty output, or one longer than
-    ``max_output_chars``, becomes a per-item status instead.
-    """
-    items = []
-    for rec in read_jsonl(path):
-        item = Item(rec.line, rec.data)
-        item.topic = require_text(path, rec, "topic")
-        facts = rec.data.get("facts")
-        if facts is not None:
-            if not isinstance(facts, list) or not all(isinstance(f, str) for f in facts):
-                raise InputError(path, rec.line, "field 'facts' must be a list of strings")
-            item.facts = facts
-            item.output = rec.data.get("output", "") if isinstance(rec.data.get("output", ""), str) else ""
-        else:
-            item.output = require_text(path, rec, "output", allow_empty=True)
-            if not item.output.strip():
-                item.problem = ("empty_output", f"{path}:{rec.line}: field 'output' is empty")
-            elif len(item.output) > max_output_chars:
-                item.problem = ("output_too_long", f"{path}:{rec.line}: output has {len(item.output):,} characters, "
-                                f"over the limit of {max_output_chars:,} (--max-output-chars)")
-        items.append(item)
-    if not items:
-        raise InputError(path, None, "no input items (the file is empty)")
-    return items
 
 
 def _run_key(path: Path, scorer: FactScorer) -> str:

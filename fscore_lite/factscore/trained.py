@@ -167,7 +167,9 @@ class TrainedVerifier:
         return self._pages[topic]
 
     def features(self, topic: str, fact: str, evidence: list[Evidence]) -> tuple[dict[str, float], list[float]]:
-        """All combiner inputs of one fact (without the LLM margin) and its passage scores."""
+        """All combiner inputs of one fact and its passage scores (the best `passages` in rank order).
+
+        A topic without a page (``--search-all``) has no page-level evidence: its page features are 0."""
         feats = fact_features(fact, self.page(topic), [e.passage.text for e in evidence])
         if not evidence:
             ce = {"ce_max": -10.0, "ce_top": -10.0, "ce_mean": -10.0, "ce_contra": 0.0}
