@@ -58,6 +58,8 @@ class Settings:
     llm: str = field(default_factory=lambda: os.environ.get("FSCORE_LITE_LLM", DEFAULT_LLM))
     embed: str = DEFAULT_EMBED
     n_ctx: int = 4096
+    # LLM generations decoded together (atomic facts of a response); bit-identical to 1
+    parallel: int = 3
     use_cache: bool = True
 
     def __post_init__(self):

@@ -78,6 +78,7 @@ class LlamaRunner:
         cache: CallCache | None = None,
         chat_template: bool = False,
         reuse_prefix: bool = True,
+        parallel: int = 1,
     ):
         try:
             import llama_cpp
@@ -92,6 +93,14 @@ class LlamaRunner:
         self.chat_template = chat_template
         # False: every prompt is evaluated from scratch (for tests and benchmarks); same results
         self.reuse_prefix = reuse_prefix
+        # sequences decoded together by generate_many (1: one at a time); same results either way
+        from .llm_parallel import MAX_WIDTH
+
+        if not 1 <= parallel <= MAX_WIDTH:
+            raise FscoreError(f"--parallel must be 1 to {MAX_WIDTH}, not {parallel}: with 4 or more sequences a "
+                              "step llama.cpp's CPU kernels give results that depend on the other sequences")
+        self.parallel = parallel
+        self._parallel = None  # the ParallelDecoder, made on first use
         self.stats = LLMStats(extra={"snapshots_saved": 0, "snapshots_restored": 0})
         # llama.cpp prints its load log on stderr; keep it quiet.
         self._llm = Llama(
@@ -119,6 +128,11 @@ class LlamaRunner:
         # matmul split changes with the thread count). Part of every call-cache key.
         self._numerics = {"version": LAYOUT, "n_batch": self.n_batch,
                           "threads": [self._llm.n_threads, self._llm.n_threads_batch]}
+
+    @property
+    def model(self):
+        """The loaded llama.cpp model (``Llama.model``), shared by the parallel decoder's context."""
+        return self._llm.model
 
     # ---- tokens -----------------------------------------------------------------------
     def _is_eog(self, token: int) -> bool:
@@ -365,8 +379,7 @@ class LlamaRunner:
 
     def generate(self, prompt: str, max_tokens: int = 128, stop: tuple[str, ...] = ("\n\n",)) -> str:
         """Greedy decoding until EOS, a stop string (not included) or ``max_tokens``."""
-        payload = {"prompt": prompt, "max_tokens": max_tokens, "stop": list(stop), "chat": self.chat_template,
-                   "layout": self._numerics}
+        payload = self._generate_payload(prompt, max_tokens, stop)
 
         def compute():
             logits = self._eval_to(self._prompt_tokens(prompt))
@@ -386,6 +399,42 @@ class LlamaRunner:
             return text[:cut]
 
         return self._cached("generate", payload, compute)
+
+    def _generate_payload(self, prompt: str, max_tokens: int, stop) -> dict:
+        return {"prompt": prompt, "max_tokens": max_tokens, "stop": list(stop), "chat": self.chat_template,
+                "layout": self._numerics}
+
+    def generate_many(self, prompts: list[str], max_tokens: int = 128, stop: tuple[str, ...] = ("\n\n",)) -> list[str]:
+        """``[generate(p, max_tokens, stop) for p in prompts]``, the same strings bit for bit (and the
+        same call-cache entries), with up to ``parallel`` sequences decoded together
+        (:mod:`.llm_parallel`). Each result is cached as soon as its sequence ends."""
+        if self.parallel == 1 or len(prompts) < 2 or max_tokens <= 0:
+            return [self.generate(p, max_tokens, stop) for p in prompts]
+        out: list[str | None] = [None] * len(prompts)
+        todo: list[int] = []
+        for i, p in enumerate(prompts):
+            self.stats.calls += 1
+            hit = self.cache.get(self.sha256, "generate", self._generate_payload(p, max_tokens, stop))
+            if hit is not None:
+                self.cache.hits += 1
+                self.stats.cached_calls += 1
+                out[i] = hit
+            else:
+                todo.append(i)
+        if todo:
+            if self._parallel is None:
+                from .llm_parallel import ParallelDecoder
+
+                self._parallel = ParallelDecoder(self, self.parallel)
+
+            def done(j: int, text: str) -> None:
+                i = todo[j]
+                self.cache.misses += 1
+                self.cache.put(self.sha256, "generate", self._generate_payload(prompts[i], max_tokens, stop), text)
+                out[i] = text
+
+            self._parallel.generate([self._prompt_tokens(prompts[i]) for i in todo], max_tokens, stop, done)
+        return out  # type: ignore[return-value]
 
     def _cached(self, kind: str, payload: dict, compute):
         self.stats.calls += 1
@@ -409,9 +458,9 @@ def load_llm(settings, bundle=None, cache: CallCache | None = None, chat_templat
     name = settings.llm
     if name.endswith(".gguf") and os.path.exists(name):
         return LlamaRunner(name, sha256_file(name), Path(name).stem, settings.threads, settings.n_ctx,
-                           cache=cache, chat_template=chat_template)
+                           cache=cache, chat_template=chat_template, parallel=settings.parallel)
     bundle = bundle or Bundle(settings.models_dir)
     entry = bundle.get(name)
     path = bundle.verified_path(entry)
     return LlamaRunner(path, entry.sha256, entry.name, settings.threads, settings.n_ctx, cache=cache,
-                       chat_template=chat_template)
+                       chat_template=chat_template, parallel=settings.parallel)

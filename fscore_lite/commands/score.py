@@ -19,6 +19,8 @@ def score(
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="Model bundle directory."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: all cores)."),
     n_ctx: Optional[int] = typer.Option(None, "--n-ctx", help="LLM context size in tokens."),
+    parallel: Optional[int] = typer.Option(None, "--parallel", help="Atomic-fact generations decoded together, 1-3 "
+                                           "(default 3; the facts are the same bytes as with 1)."),
     verifier: str = typer.Option("auto", "--verifier", help="trained (cross-encoder + page features, calibrated on human labels), "
                                  "llm (the reference's LM judge) or auto: trained when installed, else llm."),
     mode: str = typer.Option("parity", "--mode", help="LLM judge only: parity (reference prompts) or shared-context (one context per response)."),
@@ -42,6 +44,7 @@ def score(
     from ..factscore.pipeline import ScoreOptions, score_file, summary_path_for
 
     settings = Settings().with_(store=store, llm=llm, models_dir=models_dir, threads=threads, n_ctx=n_ctx,
+                                parallel=parallel,
                                 use_cache=False if no_cache else None)
     output = output or input.with_name(input.stem + ".factscore.jsonl")
     options = ScoreOptions(verifier=verifier, mode=mode, gamma=gamma, abstain=abstain, k=k, search_all=search_all, npm=npm,

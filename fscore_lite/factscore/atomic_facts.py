@@ -250,8 +250,19 @@ class AtomicFactGenerator:
         return describe_settings(self.demo_shortcut)
 
     def run(self, generation: str) -> list[SentenceFacts]:
+        """A response's sentences and their facts; the sentences that go to the LM are generated
+        together (:meth:`LlamaRunner.generate_many`: the same bytes as one at a time)."""
         sentences, para_breaks = split_sentences(generation)
-        pairs = [
-            (s, [] if gets_no_facts(s, i) else self.facts_for_sentence(s)) for i, s in enumerate(sentences)
+        facts: list[list[str] | None] = [
+            [] if gets_no_facts(s, i) else (list(self.demos[s]) if self.demo_shortcut and s in self.demos else None)
+            for i, s in enumerate(sentences)
         ]
+        todo = [i for i, f in enumerate(facts) if f is None]
+        prompts = [build_prompt(sentences[i], self.demos, self.selector) for i in todo]
+        many = getattr(self.llm, "generate_many", None)
+        completions = (many(prompts, MAX_FACT_TOKENS, STOP) if many is not None
+                       else [self.llm.generate(p, MAX_FACT_TOKENS, STOP) for p in prompts])
+        for i, completion in zip(todo, completions):
+            facts[i] = parse_facts(completion)
+        pairs = [(s, f or []) for s, f in zip(sentences, facts)]
         return [SentenceFacts(s, f) for s, f in postprocess(pairs, para_breaks)]

@@ -202,6 +202,7 @@ class FactScorer:
                 "atomic_facts": atomic_fact_settings(o.demo_shortcut),
                 "npm_passages": NPM_PASSAGES if o.npm else None,
                 "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
+                "decode_parallel": self.settings.parallel,
             },
         }
 
