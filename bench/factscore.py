@@ -66,7 +66,7 @@ def worker(llm_name: str, threads: int, store: Path, data: Path, n_sent: int, n_
     lat = []
     for f in facts:
         t = time.monotonic()
-        scorer.retriever._rank(TOPIC, TOPIC + " " + f)
+        scorer.retriever.rank(TOPIC, TOPIC + " " + f)
         lat.append(1000 * (time.monotonic() - t))
     out["retrieval_ms"] = {"n": len(lat), "p50": _pct(lat, 0.5), "p95": _pct(lat, 0.95)}
 

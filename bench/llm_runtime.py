@@ -84,11 +84,10 @@ def _torch_logprobs(model, ids: list[int], word_ids: dict[str, int]) -> dict:
 def _llama_decode(runner, ids: list[int], n: int) -> float:
     """Seconds for ``n`` greedy decoding steps after the prompt (one token evaluated per step)."""
     toks = list(ids)
-    logits = runner._eval_to(toks)
+    logits = runner.evaluate(toks)
     t = time.perf_counter()
     for _ in range(n):
-        toks.append(int(np.argmax(logits)))
-        logits = runner._eval_to(toks, reuse=True)  # keeps the cached prefix: evaluates the new token
+        logits = runner.append(int(np.argmax(logits)))  # one token evaluated after the held context
     return time.perf_counter() - t
 
 

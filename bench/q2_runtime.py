@@ -212,7 +212,7 @@ def _onnx_qg_one(gen, ids):
 
     hidden, mask = gen.encode(ids)
     # eos_id -1 never occurs: exactly DECODE_STEPS steps, like min_length = max_length above.
-    hyps = beam_search(gen._decoder_runner(hidden, mask, NUM_BEAMS), start_id=gen.start_id, eos_id=-1,
+    hyps = beam_search(gen.decoder_runner(hidden, mask, NUM_BEAMS), start_id=gen.start_id, eos_id=-1,
                        num_beams=NUM_BEAMS, num_return=NUM_BEAMS, max_length=MAX_LENGTH, no_repeat_ngram_size=3,
                        early_stopping=True)
     return hyps[0][0]

@@ -109,8 +109,7 @@ def synthetic_store(n: int, threads: int, fresh: bool) -> Path:
         w = writer.StoreWriter(path, DIM, threads=threads)
     finally:
         writer.HNSW_M, writer.HNSW_EF_CONSTRUCTION = old
-    w.index.resize_index(n)
-    w._capacity = n
+    w.reserve(n)
     t0 = time.perf_counter()
     pages = (n + PAGE - 1) // PAGE
     for page in range(pages):

@@ -118,6 +118,12 @@ class StoreWriter:
             self.index.add_items(vectors, np.asarray(ids, dtype=np.int64), num_threads=self.threads)
         return page_id
 
+    def reserve(self, n: int) -> None:
+        """Make room in the HNSW index for ``n`` vectors in all (one resize instead of doublings)."""
+        if self.index is not None and n > self._capacity:
+            self._capacity = n
+            self.index.resize_index(n)
+
     def finish(self, meta: dict[str, object]) -> dict:
         """Write meta, the index and the manifest; move the store onto the target. Returns the manifest."""
         meta = {"schema_version": SCHEMA_VERSION, **meta}

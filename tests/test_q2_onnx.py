@@ -195,7 +195,7 @@ def test_onnx_pipeline_is_deterministic_and_cached(bundle, tiny_bundle, tmp_path
 
 
 def test_bench_reports_responses_per_second_per_stage(tiny_bundle, tmp_path):
-    from fscore_lite.q2.bench import bench_q2
+    from bench.q2_stages import bench_q2
     from fscore_lite.q2.score import STAGES
     from fscore_lite.settings import Settings
 

@@ -346,6 +346,17 @@ class LlamaRunner:
         self.stats.tokens_reused += n - 1
         return self._decode(self._tokens + [token], [n])
 
+    def evaluate(self, tokens: list[int]) -> np.ndarray:
+        """The logits after ``tokens`` (a full prompt, BOS included), on the fixed schedule; the context
+        then holds exactly ``tokens``. For benchmarks and diagnostics: no call cache."""
+        return self._eval_to(list(tokens))
+
+    def append(self, token: int) -> np.ndarray:
+        """One decoding step after what :meth:`evaluate` (or the last call) left: the logits after ``token``."""
+        if not self._tokens:
+            raise FscoreError("append() needs a context: call evaluate() first")
+        return self._step(token)
+
     @staticmethod
     def _log_softmax(logits: np.ndarray) -> np.ndarray:
         m = float(logits.max())

@@ -169,7 +169,7 @@ class Seq2SeqGenerator(OnnxTextModel):
         (hidden,) = self.encoder.run(["last_hidden_state"], {"input_ids": input_ids, "attention_mask": mask})
         return hidden, mask
 
-    def _decoder_runner(self, hidden: np.ndarray, mask: np.ndarray, rows: int):
+    def decoder_runner(self, hidden: np.ndarray, mask: np.ndarray, rows: int):
         """A ``step`` function for :func:`beam_search` that keeps the keys/values between calls."""
         hidden = np.repeat(hidden, rows, axis=0)
         mask = np.repeat(mask, rows, axis=0)
@@ -223,7 +223,7 @@ class Seq2SeqGenerator(OnnxTextModel):
         def compute():
             ids = self.tokenizer.encode(text).ids
             hidden, mask = self.encode(ids)
-            hyps = beam_search(self._decoder_runner(hidden, mask, num_beams), start_id=self.start_id,
+            hyps = beam_search(self.decoder_runner(hidden, mask, num_beams), start_id=self.start_id,
                                eos_id=self.eos_id, num_beams=num_beams, num_return=num_return,
                                max_length=max_length, no_repeat_ngram_size=no_repeat_ngram_size,
                                early_stopping=early_stopping)

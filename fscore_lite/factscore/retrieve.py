@@ -59,7 +59,8 @@ class Retriever:
                 self._by_id[p.id] = p
         return self._pages[topic]
 
-    def _rank(self, topic: str, query: str) -> list[tuple[int, float]]:
+    def rank(self, topic: str, query: str) -> list[tuple[int, float]]:
+        """(passage id, score) of the k best passages for ``query``, computed (never from the cache)."""
         self.calls += 1
         qvec = self.embedder.encode([query])[0]
         if self.store.has_page(topic):
@@ -79,7 +80,7 @@ class Retriever:
         query = retrieval_query(topic, fact)
         payload = {"store": self.store.sha256, "topic": topic, "query": query, "k": self.k,
                    "search_all": self.search_all}
-        ranked = self.cache.cached(self.embedder.sha256, "retrieve", payload, lambda: self._rank(topic, query))
+        ranked = self.cache.cached(self.embedder.sha256, "retrieve", payload, lambda: self.rank(topic, query))
         out = []
         for rank, (pid, score) in enumerate(ranked):
             if pid not in self._by_id:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import time
 
-from ..cache import CallCache
-from .score import STAGES
+from fscore_lite.cache import CallCache
+from fscore_lite.q2.score import STAGES
 
 
 def bench_q2(settings, rows, *, backends: list[str] | None = None, precision: str = "int8") -> dict:
@@ -19,8 +19,8 @@ def bench_q2(settings, rows, *, backends: list[str] | None = None, precision: st
     Returns ``{"n_responses", "threads", "backends": {name: {"roles", "load_s", "total_s",
     "responses_per_s", "stages": {stage: {"seconds", "responses_per_s"}}}}}``.
     """
-    from .pipeline import Q2Scorer
-    from .roles import available_backends
+    from fscore_lite.q2.pipeline import Q2Scorer
+    from fscore_lite.q2.roles import available_backends
 
     data = [getattr(r, "data", r) for r in rows]
     todo = backends if backends is not None else available_backends(settings)
