@@ -148,6 +148,9 @@ class FakeRole:
         self.calls.append((answer, context))
         return self.fn(answer, context)
 
+    def questions_many(self, answers, context):
+        return [self.questions(a, context) for a in answers]
+
     def answer(self, question, text):
         self.calls.append((question, text))
         return self.fn(question, text)

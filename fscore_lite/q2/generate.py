@@ -1,8 +1,10 @@
 """Q² step 2, question generation: the reference's T5 input and decoding, or an LLM prompt.
 
 Both backends implement :class:`QuestionGenerator`: ``questions(answer, context)`` returns
-the candidate questions for one answer candidate, best first. The ONNX backend returns the
-5 beams of the reference's beam search; the LLM backend returns its one greedy question.
+the candidate questions for one answer candidate, best first, and ``questions_many(answers,
+context)`` those of each candidate of a response. The ONNX backend returns the 5 beams of the
+reference's beam search; the LLM backend returns its one greedy question (a response's
+candidates decoded together, the same strings as one at a time).
 """
 from __future__ import annotations
 
@@ -39,6 +41,8 @@ class QuestionGenerator(Protocol):
 
     def questions(self, answer: str, context: str) -> list[str]: ...
 
+    def questions_many(self, answers: list[str], context: str) -> list[list[str]]: ...
+
 
 class OnnxQuestionGenerator:
     """The reference QG: T5 seq2seq on onnxruntime, beam search 5/5, no-repeat 3-grams, length 128."""
@@ -55,6 +59,10 @@ class OnnxQuestionGenerator:
             no_repeat_ngram_size=NO_REPEAT_NGRAM_SIZE, early_stopping=True,
         )
         return [strip_question_prefix(b["text"]) for b in beams]
+
+    def questions_many(self, answers: list[str], context: str) -> list[list[str]]:
+        """:meth:`questions` for each answer candidate (each one's beams are one batch)."""
+        return [self.questions(a, context) for a in answers]
 
     def describe(self) -> dict:
         return {"backend": self.backend, "name": self.name, "sha256": self.sha256,
@@ -75,6 +83,12 @@ class LlmQuestionGenerator:
         out = self.llm.generate(prompts.qg_prompt(answer, context), prompts.QG_MAX_TOKENS, ("\n",))
         question = prompts.parse_question(out)
         return [question] if question else []
+
+    def questions_many(self, answers: list[str], context: str) -> list[list[str]]:
+        """:meth:`questions` for each candidate, decoded together (``LlamaRunner.generate_many``:
+        the same strings as one at a time)."""
+        outs = self.llm.generate_many([prompts.qg_prompt(a, context) for a in answers], prompts.QG_MAX_TOKENS, ("\n",))
+        return [[q] if (q := prompts.parse_question(o)) else [] for o in outs]
 
     def describe(self) -> dict:
         return {"backend": self.backend, "name": self.name, "sha256": self.sha256,

@@ -78,7 +78,7 @@ def score_response(response: str, knowledge: str, roles, nlp, options: Q2Options
     with timer.stage("candidates"):
         candidates = answer_candidates(nlp(response))
     with timer.stage("qg"):
-        generated = [roles.qg.questions(c, response) for c in candidates]
+        generated = roles.qg.questions_many(candidates, response)
 
     steps = [{"candidate": c, "generated": qs, "checked": []} for c, qs in zip(candidates, generated)]
     found: list[list[dict]] = [[] for _ in candidates]  # valid questions per candidate, in order
