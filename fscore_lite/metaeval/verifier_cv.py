@@ -65,16 +65,62 @@ def topic_folds(topics: list[str], k: int) -> dict[str, int]:
     return {t: i % k for i, t in enumerate(ordered)}
 
 
-def featurise(ex: Examples, retriever, verifier, progress=None) -> None:
-    """Fill ``ex.features`` with the verifier's inputs for every human and model fact."""
-    for kind in ("human", "model"):
-        rows = []
-        for f in getattr(ex, kind):
-            evidence = retriever.retrieve(f.topic, f.text)
-            rows.append(verifier.features(f.topic, f.text, evidence)[0])
-            if progress:
-                progress()
-        ex.features[kind] = rows
+def featurise(ex: Examples, retriever, verifier, progress=None, more=()) -> None:
+    """Fill ``ex.features`` with the verifier's inputs for every human and model fact.
+
+    ``more``: further (retriever, verifier) pairs with sessions of their own; the facts are then
+    dealt round-robin to one Python thread per pair (onnxruntime runs without the GIL). Each
+    fact is computed alone, exactly as ``score`` computes it, so the split changes no value."""
+    import threading
+
+    pool = [(retriever, verifier), *more]
+    jobs = [(kind, i, f) for kind in ("human", "model") for i, f in enumerate(getattr(ex, kind))]
+    out: dict[str, list] = {kind: [None] * len(getattr(ex, kind)) for kind in ("human", "model")}
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work(w: int) -> None:
+        r, v = pool[w]
+        try:
+            for kind, i, f in jobs[w::len(pool)]:
+                if errors:
+                    return
+                out[kind][i] = v.features(f.topic, f.text, r.retrieve(f.topic, f.text))[0]
+                if progress:
+                    with lock:
+                        progress()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+            errors.append(e)
+
+    if len(pool) == 1:
+        work(0)
+    else:
+        threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(len(pool))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    ex.features.update(out)
+
+
+def worker_pool(bundle, store, entry, cache, workers: int, k: int, window_tokens: int, passages: int):
+    """``workers`` (retriever, verifier) pairs over one store, each with 1-thread sessions of its own."""
+    from ..backends.cross_encoder import CrossEncoder
+    from ..backends.embed import SentenceEmbedder
+    from ..backends.onnx_nli import bundle_files
+    from ..factscore.retrieve import Retriever
+    from ..factscore.trained import TrainedVerifier
+
+    files = bundle_files(bundle, entry, "int8")
+    pool = []
+    for _ in range(max(1, workers)):
+        embedder = SentenceEmbedder.from_bundle(bundle, store.embed_model, 1)
+        ce = CrossEncoder(files["weights"], files["tokenizer"], files.get("config"), name=entry.name,
+                          sha256=files["sha256"], threads=1, cache=cache, max_length=window_tokens)
+        pool.append((Retriever(store, embedder, k, False, cache), TrainedVerifier(ce, None, store, window_tokens, passages)))
+    return pool
 
 
 def fit_combiner(ex: Examples, features: tuple[str, ...], topics: set[str], l2: float = 1.0) -> Combiner:
@@ -198,7 +244,9 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
     t0 = time.monotonic()
     bar = Progress(None, "features", enabled=progress)
     bar.add_total(len(ex.human) + len(ex.model), "facts featurised")
-    featurise(ex, retriever, verifier, lambda: bar.advance(1, unit="facts featurised"))
+    pool = worker_pool(bundle, store, entry, cache, settings.threads, retriever.k, verifier.builder.window_tokens,
+                       verifier.builder.passages)  # one thread per core, 1-thread sessions each
+    featurise(ex, *pool[0], lambda: bar.advance(1, unit="facts featurised"), more=pool[1:])
     bar.close()
     names = tuple(entry.extra["combiner"]["features"])
     l2 = float(entry.extra.get("training", {}).get("config", {}).get("l2", 1.0))

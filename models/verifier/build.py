@@ -137,15 +137,12 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
 
     ``snli`` ({"train", "test"} JSONL paths) and ``checkpoint`` (a BERT checkpoint folder)
     replace the registry inputs — for tests, which train a tiny model on a few pairs."""
-    from fscore_lite.backends.cross_encoder import CrossEncoder
-    from fscore_lite.backends.embed import SentenceEmbedder
-    from fscore_lite.backends.onnx_nli import bundle_files
     from fscore_lite.cache import CallCache
     from fscore_lite.factscore.page_features import FEATURES
-    from fscore_lite.factscore.retrieve import Retriever
-    from fscore_lite.factscore.trained import CE_FEATURES, TrainedVerifier
+    from fscore_lite.factscore.trained import CE_FEATURES
     from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
-    from fscore_lite.metaeval.verifier_cv import cross_validate, featurise, fit_combiner, load_examples, per_subject
+    from fscore_lite.metaeval.verifier_cv import (cross_validate, featurise, fit_combiner, load_examples, per_subject,
+                                                  worker_pool)
     from fscore_lite.store import open_store
 
     from ..export import _offline
@@ -190,13 +187,9 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     t = time.monotonic()
     store_path = ensure_store(page_files, settings, None)
     store = open_store(store_path)
-    embedder = SentenceEmbedder.from_bundle(bundle, store.embed_model, cfg.threads)
     cache = CallCache(settings.cache_path if settings.use_cache else None)  # meta-eval --cv reuses these calls
-    retriever = Retriever(store, embedder, cfg.k, False, cache)
-    files = bundle_files(bundle, nli_entry, "int8")
-    ce = CrossEncoder(files["weights"], files["tokenizer"], files.get("config"), name=nli_entry.name,
-                      sha256=files["sha256"], threads=cfg.threads, cache=cache, max_length=cfg.window_tokens)
-    verifier = TrainedVerifier(ce, None, store, cfg.window_tokens, cfg.ce_passages)
+    # one thread per core, each with 1-thread sessions: every fact is still computed alone, as at run time
+    pool = worker_pool(bundle, store, nli_entry, cache, cfg.threads, cfg.k, cfg.window_tokens, cfg.ce_passages)
     ex = load_examples(data_dir, pages)
     n_total = len(ex.human) + len(ex.model)
     done = [0]
@@ -206,7 +199,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         if done[0] % 1000 == 0 or done[0] == n_total:
             log(f"features: {done[0]}/{n_total} facts ({done[0] / (time.monotonic() - t):.1f} facts/s)")
 
-    featurise(ex, retriever, verifier, tick)
+    featurise(ex, *pool[0], tick, more=pool[1:])
     timings["features_s"] = time.monotonic() - t
 
     # 4. combiner: out-of-fold report, then the final fit on every training topic
@@ -237,7 +230,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         "cv": cv,
         "cv_lexical": lexical,
         "store_sha256": store.sha256,
-        "embed_sha256": embedder.sha256,
+        "embed_sha256": pool[0][0].embedder.sha256,
         "timings": {k: round(v, 1) for k, v in timings.items()},
     }
     entry = ModelEntry(
