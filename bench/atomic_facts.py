@@ -21,8 +21,8 @@ from pathlib import Path
 from .common import NoCache, fmt_s, free_memory, log, md_table, pinned, wiki_pages, wiki_store
 
 ALIASES = {"0.5b": "qwen2.5-coder-0.5b-instruct-q4_k_m", "1.5b": "qwen2.5-coder-1.5b-instruct-q4_k_m"}
-BIOS, SENTENCES = 5, 2
-E2E_BIOS = 3
+BIOS, SENTENCES = 5, 3
+E2E_BIOS = 2
 WARMUP = "He was born in 1950."
 
 

@@ -113,6 +113,7 @@ def test_tiny_training_writes_both_entries_with_their_records(tiny_build):
     assert tuple(comb["features"]) == CE_FEATURES + FEATURES
     assert len(comb["coef"]) == len(comb["mean"]) == len(comb["scale"]) == len(comb["features"])
     assert 0.0 <= comb["threshold"] <= 1.0
+    assert 0.0 < comb["p_not_supported"] < 1.0 and 0.0 < comb["p_supported"] < 1.0  # the PACC means
     t = ver.extra["training"]
     assert t["snli"]["train_pairs"] == 12 and t["snli"]["test_pairs"] == 12  # the "-" pair is dropped
     assert set(t["inputs_sha256"]) >= {"snli_train", "snli_test", "checkpoint/model.safetensors",
@@ -174,13 +175,14 @@ def test_runtime_applies_the_recorded_combiner(tiny_build):
 
 def test_if_missing_skips_a_build_with_the_same_settings(tiny_build, tiny_inputs):
     from fscore_lite.commands.models import _trained_with
-    from fscore_lite_models.verifier.build import SnliConfig, VerifierConfig
+    from fscore_lite_models.verifier.build import BUILDER, SnliConfig, VerifierConfig
 
     bundle_dir = tiny_build[0]
     same = VerifierConfig(threads=1, folds=2, snli=SnliConfig(pairs=12, batch_size=4, max_length=32, epochs=2.0))
-    assert _trained_with(bundle_dir, same, tiny_inputs["data"])
-    assert not _trained_with(bundle_dir, VerifierConfig(threads=1, folds=3), tiny_inputs["data"])
-    assert not _trained_with(bundle_dir, same, None)  # other training data
+    assert _trained_with(bundle_dir, same, tiny_inputs["data"], BUILDER)
+    assert not _trained_with(bundle_dir, VerifierConfig(threads=1, folds=3), tiny_inputs["data"], BUILDER)
+    assert not _trained_with(bundle_dir, same, None, BUILDER)  # other training data
+    assert not _trained_with(bundle_dir, same, tiny_inputs["data"], BUILDER - 1)  # an older recipe is rebuilt
 
 
 # --- the pieces, without training ---
@@ -215,6 +217,32 @@ def test_combiner_fit_and_share_matching_threshold():
     th = share_matching_threshold(probs, 0.3)
     assert abs(np.mean([np.mean(p > th) for p in probs]) - 0.3) < 0.01
     assert Combiner.from_json(comb.with_threshold(th).to_json()) == comb.with_threshold(th)
+
+
+def test_pacc_adjusted_share_undoes_the_pull_toward_the_mean():
+    """A verifier that gives supported facts 0.7 and unsupported ones 0.3 on average: PACC turns
+    a response's mean probability back into its share of supported facts."""
+    base = Combiner(("a",), (0.0,), (1.0,), (1.0,), 0.0, 0.5)
+    assert base.adjusted_share([0.5, 0.6]) is None and not base.adjusts  # no means recorded: no adjustment
+    comb = base.with_adjustment(0.7, 0.3)
+    assert comb.adjusts and Combiner.from_json(comb.to_json()) == comb
+    assert Combiner.from_json({k: v for k, v in comb.to_json().items() if not k.startswith("p_")}) == base
+    # 8 supported facts at 0.7 and 2 unsupported at 0.3: mean 0.62, decisions count 8/10, PACC 0.8
+    probs = [0.7] * 8 + [0.3] * 2
+    assert comb.adjusted_share(probs) == pytest.approx(0.8)
+    assert comb.adjusted_share([0.9, 0.95]) == 1.0 and comb.adjusted_share([0.1]) == 0.0  # clipped
+    assert not base.with_adjustment(0.3, 0.3).adjusts  # means that do not separate: no adjustment
+
+
+def test_aggregate_uses_the_estimated_share_and_reports_the_count():
+    from fscore_lite.factscore.score import aggregate
+
+    dec = [{"is_supported": s} for s in [True] * 11 + [False] * 9]
+    items = [{"status": "ok", "decisions": dec, "estimated_share": 0.8}, {"status": "ok", "decisions": dec}]
+    out = aggregate(items, gamma=10)
+    assert out["init_score"] == pytest.approx((0.8 + 0.55) / 2)
+    assert out["score_by_decisions"] == pytest.approx(0.55)
+    assert "score_by_decisions" not in aggregate(items[1:], gamma=10)
 
 
 # --- the real verifier (built by `make test`: fscore-lite models train verifier) ---

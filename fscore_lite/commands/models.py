@@ -179,12 +179,12 @@ def train_verifier(
     fitted on FActScore's human labels; export int8 + fp32 ONNX and record both in the manifest."""
     settings = Settings().with_(models_dir=models_dir, threads=threads)
     try:
-        from fscore_lite_models.verifier.build import SnliConfig, VerifierConfig, train_verifier as train
+        from fscore_lite_models.verifier.build import BUILDER, SnliConfig, VerifierConfig, train_verifier as train
     except ModuleNotFoundError as e:
         raise FscoreError(f"training needs the export extra: pip install 'fscore-lite[export]' (missing {e.name})") from None
     cfg = VerifierConfig(seed=seed, threads=settings.threads, window_tokens=window_tokens, ce_passages=ce_passages,
                          folds=folds, bf16=bf16, snli=SnliConfig(pairs=snli_pairs, epochs=epochs, max_length=max_length))
-    if if_missing and _trained_with(settings.models_dir, cfg, data):
+    if if_missing and _trained_with(settings.models_dir, cfg, data, BUILDER):
         typer.echo(f"{cfg.name} is installed in {settings.models_dir} with these settings; nothing to do")
         return
     report = train(settings.models_dir, settings, cfg, data=data, log=_log)
@@ -198,8 +198,8 @@ def train_verifier(
                f"in {report['timings']['total_s']:.0f} s")
 
 
-def _trained_with(models_dir: Path, cfg, data: Optional[Path]) -> bool:
-    """Is a verifier built with ``cfg`` (and the same data choice) installed, with intact files?"""
+def _trained_with(models_dir: Path, cfg, data: Optional[Path], builder: int) -> bool:
+    """Is a verifier built with ``cfg`` (the same data choice, recipe version ``builder``) installed, with intact files?"""
     from dataclasses import asdict
 
     bundle = Bundle(models_dir)
@@ -209,7 +209,7 @@ def _trained_with(models_dir: Path, cfg, data: Optional[Path]) -> bool:
     training = entry.extra.get("training", {})
     recorded = {k: v for k, v in training.get("config", {}).items() if k != "bf16"}
     wanted = {k: v for k, v in asdict(cfg).items() if k != "bf16"}
-    if recorded != wanted or training.get("data") != (str(data) if data else "shipped"):
+    if recorded != wanted or training.get("data") != (str(data) if data else "shipped") or training.get("builder") != builder:
         return False
     try:
         bundle.verify(entry)

@@ -23,6 +23,8 @@ def score(
                                            "(default 3; the facts are the same bytes as with 1)."),
     verifier: str = typer.Option("auto", "--verifier", help="trained (cross-encoder + page features, calibrated on human labels), "
                                  "llm (the reference's LM judge) or auto: trained when installed, else llm."),
+    share: str = typer.Option("adjusted", "--share", help="Trained verifier: a response's supported share estimated "
+                              "from its probabilities (adjusted, PACC) or counted from its decisions (decisions)."),
     mode: str = typer.Option("parity", "--mode", help="LLM judge only: parity (reference prompts) or shared-context (one context per response)."),
     context_budget: int = typer.Option(2048, "--context-budget", help="Token budget of the shared context."),
     gamma: float = typer.Option(10, "--gamma", help="Length penalty gamma; 0 disables it."),
@@ -47,7 +49,7 @@ def score(
                                 parallel=parallel,
                                 use_cache=False if no_cache else None)
     output = output or input.with_name(input.stem + ".factscore.jsonl")
-    options = ScoreOptions(verifier=verifier, mode=mode, gamma=gamma, abstain=abstain, k=k, search_all=search_all, npm=npm,
+    options = ScoreOptions(verifier=verifier, share=share, mode=mode, gamma=gamma, abstain=abstain, k=k, search_all=search_all, npm=npm,
                            chat_template=chat_template, context_budget=context_budget, progress=not quiet,
                            max_output_chars=max_output_chars, demo_shortcut=demo_shortcut)
     result = score_file(input, output, settings, options, resume=resume, summary_path=summary)

@@ -5,10 +5,16 @@ manifest); :func:`fit_logistic` fits one (L2-regularised, Newton–Raphson, dete
 :func:`share_matching_threshold` picks the decision threshold so that the estimated share of
 supported facts matches the human FActScore on the training bios. Both are plain numpy, so
 the meta-evaluation can refit them per cross-validation fold without the build step.
+
+The share of a response's facts that are supported is estimated by probabilistic adjusted
+classify-and-count (PACC, :meth:`Combiner.adjusted_share`): counting decisions, or averaging
+probabilities, pulls every response toward the training mean (a verifier that is unsure
+overestimates low shares and underestimates high ones); PACC undoes that with the mean
+probability the combiner gives supported and unsupported facts of topics it did not see.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -21,6 +27,9 @@ class Combiner:
     coef: tuple[float, ...]
     intercept: float
     threshold: float  # supported iff probability > threshold
+    # mean out-of-fold probability of supported / not supported human facts (PACC); None: no adjustment
+    p_supported: float | None = None
+    p_not_supported: float | None = None
 
     def logit(self, x: np.ndarray) -> np.ndarray:
         z = (np.asarray(x, dtype=np.float64) - np.asarray(self.mean)) / np.asarray(self.scale)
@@ -37,11 +46,29 @@ class Combiner:
 
     @staticmethod
     def from_json(d: dict) -> "Combiner":
+        opt = lambda k: None if d.get(k) is None else float(d[k])  # noqa: E731
         return Combiner(tuple(d["features"]), tuple(d["mean"]), tuple(d["scale"]), tuple(d["coef"]),
-                        float(d["intercept"]), float(d["threshold"]))
+                        float(d["intercept"]), float(d["threshold"]), opt("p_supported"), opt("p_not_supported"))
 
     def with_threshold(self, threshold: float) -> "Combiner":
-        return Combiner(self.features, self.mean, self.scale, self.coef, self.intercept, float(threshold))
+        return replace(self, threshold=float(threshold))
+
+    def with_adjustment(self, p_supported: float, p_not_supported: float) -> "Combiner":
+        return replace(self, p_supported=float(p_supported), p_not_supported=float(p_not_supported))
+
+    @property
+    def adjusts(self) -> bool:
+        return (self.p_supported is not None and self.p_not_supported is not None
+                and self.p_supported > self.p_not_supported)
+
+    def adjusted_share(self, probs) -> float | None:
+        """PACC estimate of the share of supported facts among facts with probabilities ``probs``:
+        ``(mean(probs) − p̄_NS) / (p̄_S − p̄_NS)``, clipped to [0, 1]; None without the two means."""
+        probs = np.asarray(probs, dtype=np.float64)
+        if not self.adjusts or not probs.size:
+            return None
+        share = (float(probs.mean()) - self.p_not_supported) / (self.p_supported - self.p_not_supported)
+        return min(1.0, max(0.0, share))
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, features: tuple[str, ...], l2: float = 1.0,

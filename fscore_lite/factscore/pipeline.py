@@ -46,6 +46,9 @@ class ScoreOptions:
     max_output_chars: int = MAX_OUTPUT_CHARS
     demo_shortcut: bool = False  # deviation: answer a demo sentence with its demo facts, no LM call
     verifier: str = "auto"  # auto (trained when installed, else llm) | trained | llm (the reference's LM judge)
+    # trained verifier: a response's share of supported facts estimated by PACC ("adjusted"), or
+    # counted from its decisions ("decisions", the reference's definition)
+    share: str = "adjusted"
     progress: bool = True
 
     def validate(self) -> None:
@@ -55,6 +58,8 @@ class ScoreOptions:
             raise FscoreError(f"--mode must be parity or shared-context, not {self.mode!r}")
         if self.abstain not in ABSTAIN_MODES:
             raise FscoreError(f"--abstain must be one of {', '.join(ABSTAIN_MODES)}, not {self.abstain!r}")
+        if self.share not in ("adjusted", "decisions"):
+            raise FscoreError(f"--share must be adjusted or decisions, not {self.share!r}")
         if self.verifier not in VERIFIERS:
             raise FscoreError(f"--verifier must be one of {', '.join(VERIFIERS)}, not {self.verifier!r}")
         if self.max_output_chars < 1:
@@ -192,6 +197,7 @@ class FactScorer:
                 "npm": o.npm, "npm_threshold": o.npm_threshold if o.npm else None,
                 "prompt_style": "chat-template" if o.chat_template else "completion (reference)",
                 "verifier": self.verifier_kind,
+                "share": self._share_rule(),
                 "decision": (self._trained_rule() if self.trained is not None else
                              f"logprob of first token: {list(TRUE_WORDS)} vs {list(FALSE_WORDS)} (logsumexp)"),
                 "context_budget_tokens": o.context_budget if o.mode == "shared-context" else None,
@@ -205,6 +211,15 @@ class FactScorer:
                 "decode_parallel": self.settings.parallel,
             },
         }
+
+    def _share_rule(self) -> str:
+        """How a response's share of supported facts is computed (a named deviation when adjusted)."""
+        c = self.trained.combiner if self.trained is not None else None
+        if c is None or not c.adjusts or self.npm is not None or self.options.share != "adjusted":
+            return "decisions: the share of facts decided supported (reference)"
+        return (f"adjusted (deviation, --share decisions for the reference's count): PACC, (mean probability − "
+                f"{c.p_not_supported:.4f}) / ({c.p_supported:.4f} − {c.p_not_supported:.4f}) clipped to [0, 1], "
+                "the means being the out-of-fold probabilities of supported / unsupported human facts")
 
     def _trained_rule(self) -> str:
         t = self.trained
@@ -270,7 +285,12 @@ class FactScorer:
         self.timings.facts_verified += len(facts)
         if progress is not None:
             progress.advance(len(facts), unit=FACTS_VERIFIED)
-        score, init = response_score([d["is_supported"] for d in decisions], o.gamma)
+        share = None
+        if self.trained is not None and self.npm is None and o.share == "adjusted":
+            share = self.trained.combiner.adjusted_share([v.probability for v in verdicts])
+            if share is not None:
+                rec["estimated_share"] = round(share, 6)
+        score, init = response_score([d["is_supported"] for d in decisions], o.gamma, share)
         rec.update(status="ok", score=round(score, 6), init_score=round(init, 6), num_facts=len(facts),
                    decisions=decisions)
         if sentences is not None:

@@ -15,9 +15,10 @@ def length_penalty(n_facts: int, gamma: float = GAMMA) -> float:
     return 1.0 if n_facts > gamma else math.exp(1 - gamma / n_facts)
 
 
-def response_score(supported: list[bool], gamma: float = GAMMA) -> tuple[float, float]:
-    """(penalised score, raw mean of is_supported) for one responding item."""
-    raw = sum(1.0 for s in supported if s) / len(supported)
+def response_score(supported: list[bool], gamma: float = GAMMA, share: float | None = None) -> tuple[float, float]:
+    """(penalised score, raw share) for one responding item: the share is the mean of is_supported
+    (the reference), or ``share`` when the verifier estimates it (PACC, ``estimated_share``)."""
+    raw = sum(1.0 for s in supported if s) / len(supported) if share is None else share
     return raw * length_penalty(len(supported), gamma), raw
 
 
@@ -41,14 +42,19 @@ def aggregate(items: list[dict], gamma: float = GAMMA) -> dict:
     """
     considered = [it for it in items if it["status"] in RESPONSE_STATUSES]
     responding = [it for it in considered if it["status"] == "ok"]
-    scores, init_scores, n_facts = [], [], []
+    scores, init_scores, n_facts, counted = [], [], [], []
     for it in responding:
-        s, raw = response_score([d["is_supported"] for d in it["decisions"]], gamma)
+        supported = [d["is_supported"] for d in it["decisions"]]
+        s, raw = response_score(supported, gamma, it.get("estimated_share"))
         scores.append(s)
         init_scores.append(raw)
         n_facts.append(len(it["decisions"]))
+        counted.append(response_score(supported, gamma)[0])
+    adjusted = any(it.get("estimated_share") is not None for it in responding)
     return {
         "score": _mean(scores),
+        # with an estimated share (PACC): the score that counting the decisions gives, for comparison
+        **({"score_by_decisions": _mean(counted)} if adjusted else {}),
         "score_ci95": _score_ci95(scores),
         "init_score": _mean(init_scores),
         "respond_ratio": (len(responding) / len(considered)) if considered else None,

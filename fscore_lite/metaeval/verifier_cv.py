@@ -135,6 +135,21 @@ def fit_combiner(ex: Examples, features: tuple[str, ...], topics: set[str], l2: 
     return comb.with_threshold(share_matching_threshold([probs[i] for i in bios], target))
 
 
+def fit_adjusted(ex: Examples, features: tuple[str, ...], topics: set[str], l2: float = 1.0,
+                 inner: int = 4) -> Combiner:
+    """:func:`fit_combiner` plus the PACC means (:meth:`Combiner.adjusted_share`): the mean
+    probability of supported and of unsupported human facts of ``topics``, each predicted by a
+    combiner fitted on the other ``inner`` topic-grouped folds of ``topics``."""
+    comb = fit_combiner(ex, features, topics, l2)
+    inner = min(inner, len(topics))
+    if inner < 2:
+        return comb  # too few topics to predict any out of fold: no adjustment
+    res = cross_validate(ex, features, inner, l2, topics=topics)
+    probs = [(p, f.label) for p, f in zip(res.human_prob, ex.human) if f.topic in topics]
+    return comb.with_adjustment(float(np.mean([p for p, lab in probs if lab])),
+                                float(np.mean([p for p, lab in probs if not lab])))
+
+
 def bio_probabilities(ex: Examples, comb: Combiner, bios: set[int]) -> dict[int, np.ndarray]:
     by_bio: dict[int, list[dict]] = {i: [] for i in bios}
     for r, f in zip(ex.features["model"], ex.model):
@@ -151,31 +166,53 @@ class CvResult:
     bio_estimate: list[float]
     folds: dict[str, int]
     combiners: list[Combiner]
+    human_prob: list[float] = field(default_factory=list)  # out-of-fold probability per human fact (nan: unused)
+    bio_decisions: list[float] = field(default_factory=list)  # per bio: the share of facts decided supported
 
 
-def cross_validate(ex: Examples, features: tuple[str, ...], k: int = 5, l2: float = 1.0) -> CvResult:
-    folds = topic_folds(ex.topics, k)
+def bio_estimate(comb: Combiner, probs: np.ndarray) -> float:
+    """A bio's estimated share of supported facts: PACC when the combiner has its means, else
+    the share of facts above the threshold."""
+    adjusted = comb.adjusted_share(probs)
+    return float(np.mean(probs > comb.threshold)) if adjusted is None else adjusted
+
+
+def cross_validate(ex: Examples, features: tuple[str, ...], k: int = 5, l2: float = 1.0,
+                   topics: set[str] | None = None, adjust: bool = False) -> CvResult:
+    """Topic-grouped k-fold predictions over ``topics`` (default: all); with ``adjust`` each
+    fold's combiner also gets PACC means from an inner CV of its own training topics."""
+    folds = topic_folds(sorted(topics) if topics is not None else ex.topics, k)
     human_pred = [False] * len(ex.human)
-    estimate = [0.0] * len(ex.bios)
+    human_prob = [float("nan")] * len(ex.human)
+    estimate = [float("nan")] * len(ex.bios)
+    decided = [float("nan")] * len(ex.bios)
     combiners = []
+    x = np.asarray([[r[n] for n in features] for r in ex.features["human"]], dtype=np.float64)
     for fold in range(k):
         train = {t for t, f in folds.items() if f != fold}
-        comb = fit_combiner(ex, features, train, l2)
+        if len(train) == len(folds):
+            continue  # more folds than topics: this one holds none out
+        comb = fit_adjusted(ex, features, train, l2) if adjust else fit_combiner(ex, features, train, l2)
         combiners.append(comb)
-        for i, (r, f) in enumerate(zip(ex.features["human"], ex.human)):
-            if folds[f.topic] == fold:
-                human_pred[i] = bool(comb.probability(comb.matrix([r]))[0] > comb.threshold)
-        held = {i for i, b in enumerate(ex.bios) if folds[b.topic] == fold}
+        held_facts = [i for i, f in enumerate(ex.human) if folds.get(f.topic) == fold]
+        if held_facts:
+            probs = comb.probability(x[held_facts])
+            for i, p in zip(held_facts, probs):
+                human_prob[i] = float(p)
+                human_pred[i] = bool(p > comb.threshold)
+        held = {i for i, b in enumerate(ex.bios) if folds.get(b.topic) == fold}
         for i, p in bio_probabilities(ex, comb, held).items():
-            estimate[i] = float(np.mean(p > comb.threshold))
-    return CvResult(human_pred, estimate, folds, combiners)
+            estimate[i] = bio_estimate(comb, p)
+            decided[i] = float(np.mean(p > comb.threshold))
+    return CvResult(human_pred, estimate, folds, combiners, human_prob, decided)
 
 
 def in_sample(ex: Examples, comb: Combiner) -> CvResult:
     """Predictions of one combiner on every example (topics it was trained on: optimistic)."""
     preds = [bool(p > comb.threshold) for p in comb.probability(comb.matrix(ex.features["human"]))]
     probs = bio_probabilities(ex, comb, set(range(len(ex.bios))))
-    return CvResult(preds, [float(np.mean(probs[i] > comb.threshold)) for i in range(len(ex.bios))], {}, [comb])
+    return CvResult(preds, [bio_estimate(comb, probs[i]) for i in range(len(ex.bios))], {}, [comb], [],
+                    [float(np.mean(probs[i] > comb.threshold)) for i in range(len(ex.bios))])
 
 
 def per_subject(ex: Examples, res: CvResult) -> list[dict]:
@@ -189,8 +226,10 @@ def per_subject(ex: Examples, res: CvResult) -> list[dict]:
         human = 100 * float(np.mean([ex.human_share[i] for i in bios]))
         est = 100 * float(np.mean([res.bio_estimate[i] for i in bios]))
         f1 = f1_not_supported([p for p, _ in hs], [bool(lab) for _, lab in hs])
+        counted = 100 * float(np.mean([res.bio_decisions[i] for i in bios])) if res.bio_decisions else est
         out.append({"subject": subject, "n_bios": len(bios), "human": human, "estimated": est,
-                    "error_rate": abs(est - human), "f1_ns": f1,
+                    "error_rate": abs(est - human), "f1_ns": f1, "estimated_by_decisions": counted,
+                    "error_rate_by_decisions": abs(counted - human),
                     "n_facts": sum(len(ex.bios[i].model_facts()) for i in bios), "n_human_facts": len(hs)})
     return out
 
@@ -250,8 +289,9 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
     bar.close()
     names = tuple(entry.extra["combiner"]["features"])
     l2 = float(entry.extra.get("training", {}).get("config", {}).get("l2", 1.0))
-    rows = {"trained": per_subject(ex, cross_validate(ex, names, folds, l2)),
-            "lexical": per_subject(ex, cross_validate(ex, FEATURES, folds, l2)),
+    adjust = Combiner.from_json(entry.extra["combiner"]).adjusts  # the installed verifier's share estimator
+    rows = {"trained": per_subject(ex, cross_validate(ex, names, folds, l2, adjust=adjust)),
+            "lexical": per_subject(ex, cross_validate(ex, FEATURES, folds, l2, adjust=adjust)),
             "floor": per_subject(ex, _floor(ex, pages))}
 
     def ranking(table):
@@ -259,7 +299,7 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
         present = [s for s in RANKING if s in order]
         return order == present if len(present) > 1 else None
 
-    return {"folds": folds, "verifier": verifier.name, "verifier_sha256": verifier.sha256, "store": str(store_path),
+    return {"folds": folds, "verifier": verifier.name, "share": "adjusted (PACC)" if adjust else "decisions", "verifier_sha256": verifier.sha256, "store": str(store_path),
             "topics": len(ex.topics), "bios": len(ex.bios), "human_facts": len(ex.human), "model_facts": len(ex.model),
             "subjects": rows["trained"], "lexical": rows["lexical"], "floor": rows["floor"],
             "ranking_preserved": {k: ranking(v) for k, v in rows.items()},
@@ -277,6 +317,9 @@ def format_cv_report(report: dict) -> str:
         lines.append(f"{r['subject']:<14}{r['n_bios']:>5}{r['human']:>7.1f}{r['estimated']:>7.1f}{r['error_rate']:>6.1f}"
                      f"{f(r['f1_ns']):>8} | {lex['estimated']:>7.1f}{lex['error_rate']:>6.1f}{f(lex['f1_ns']):>6} | "
                      f"{fl['estimated']:>6.1f}{fl['error_rate']:>6.1f}{f(fl['f1_ns']):>6}")
+    if report.get("share", "").startswith("adjusted"):
+        lines.append("share of supported facts per bio: PACC-adjusted (counting decisions instead: ER "
+                     + " / ".join(f"{r['error_rate_by_decisions']:.1f}" for r in report["subjects"]) + ")")
     rp = report["ranking_preserved"]
     lines.append(f"ranking InstructGPT < ChatGPT < PerplexityAI preserved: trained {rp['trained']}, "
                  f"lexical {rp['lexical']}, floor {rp['floor']}")

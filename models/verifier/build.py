@@ -10,7 +10,9 @@
    features, for every human (S/NS) and model fact of the training topics.
 4. **Combiner**: logistic regression fitted by topic-grouped cross-validation (the report is
    out-of-fold), then on all training topics, with the threshold that makes the estimated
-   share of supported facts match the human FActScore of the training bios.
+   share of supported facts match the human FActScore of the training bios (per-fact decisions),
+   and the PACC means (the mean out-of-fold probability of supported and of unsupported human
+   facts) that turn a response's probabilities into its estimated share of supported facts.
 5. **Manifest**: the ``verifier`` entry shares the NLI entry's graph files and records the
    combiner (every coefficient, scaling and the threshold), the settings, the sha256 of every
    training input and the metrics.
@@ -38,6 +40,9 @@ from .sources import input_hashes, minilm_checkpoint, shipped_data, snli_files
 
 NLI_LICENSE = ("Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2); trained on SNLI (CC BY-SA 4.0, "
                "Bowman et al. 2015)")
+# The recipe's version, recorded in the manifest: `train verifier --if-missing` rebuilds an older one
+# (2: the combiner carries the PACC means).
+BUILDER = 2
 VERIFIER_LICENSE = NLI_LICENSE + "; combiner fitted on FActScore human labels (MIT) and Wikipedia text (CC BY-SA)"
 
 
@@ -205,16 +210,21 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     # 4. combiner: out-of-fold report, then the final fit on every training topic
     t = time.monotonic()
     names = CE_FEATURES + FEATURES
-    cv = per_subject(ex, cross_validate(ex, names, cfg.folds, cfg.l2))
-    lexical = per_subject(ex, cross_validate(ex, FEATURES, cfg.folds, cfg.l2))
-    comb = fit_combiner(ex, names, set(ex.topics), cfg.l2)
+    oof = cross_validate(ex, names, cfg.folds, cfg.l2, adjust=True)
+    cv = per_subject(ex, oof)
+    lexical = per_subject(ex, cross_validate(ex, FEATURES, cfg.folds, cfg.l2, adjust=True))
+    # the final combiner; its PACC means from the out-of-fold probabilities of every human fact
+    probs = [(p, f.label) for p, f in zip(oof.human_prob, ex.human)]
+    comb = fit_combiner(ex, names, set(ex.topics), cfg.l2).with_adjustment(
+        float(np.mean([p for p, lab in probs if lab])), float(np.mean([p for p, lab in probs if not lab])))
     timings["combiner_s"] = time.monotonic() - t
     for row, lex in zip(cv, lexical):
         log(f"cv {row['subject']:<13} human {row['human']:.1f} est {row['estimated']:.1f} ER {row['error_rate']:.1f} "
-            f"F1(NS) {100 * (row['f1_ns'] or 0):.1f} | lexical ER {lex['error_rate']:.1f} F1 {100 * (lex['f1_ns'] or 0):.1f}")
+            f"F1(NS) {100 * (row['f1_ns'] or 0):.1f} (by decisions ER {row['error_rate_by_decisions']:.1f}) | lexical ER {lex['error_rate']:.1f} F1 {100 * (lex['f1_ns'] or 0):.1f}")
 
     timings["total_s"] = time.monotonic() - t_start
     report = {
+        "builder": BUILDER,
         "config": asdict(cfg) | {"bf16": bf16},
         "data": str(data) if data else "shipped",
         "inputs_sha256": hashes,
