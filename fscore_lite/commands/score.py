@@ -53,8 +53,8 @@ def score(
                            chat_template=chat_template, context_budget=context_budget, progress=not quiet,
                            max_output_chars=max_output_chars, demo_shortcut=demo_shortcut)
     result = score_file(input, output, settings, options, resume=resume, summary_path=summary)
-    keys = ("score", "score_ci95", "init_score", "respond_ratio", "num_facts_per_response", "num_items", "status_counts")
-    typer.echo(json.dumps({k: result.get(k) for k in keys} | {"output": str(output),
+    keys = ("score", "score_ci95", "score_by_decisions", "init_score", "respond_ratio", "num_facts_per_response", "num_items", "status_counts")
+    typer.echo(json.dumps({k: result.get(k) for k in keys if k in result or k != "score_by_decisions"} | {"output": str(output),
                           "summary": str(summary or summary_path_for(output))}, indent=2))
 
 
