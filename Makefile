@@ -16,7 +16,7 @@ $(BIN)/python:
 # llama.cpp for a portable x86-64 baseline (AVX2, FMA, F16C) instead of -march=native: the native
 # build on this project's AMX-capable CPUs died with SIGILL inside llama_decode. Always compiled
 # from source (--no-cache-dir), never taken from pip's wheel cache, which may hold a native build.
-# LLAVA_BUILD=OFF: the multimodal library (mtmd) is never used here and is a third of the compile.
+# LLAVA_BUILD=OFF: the multimodal library (mtmd) is never used here, so it is not compiled.
 LLAMA_CMAKE ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF
 $(VENV)/.llama: $(BIN)/python
 	CMAKE_ARGS="$(LLAMA_CMAKE)" $(PIP) install -q --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36
