@@ -41,8 +41,9 @@ class Q2Roles:
 
 def stand_in_warning(roles: list[str], manifest_path) -> str:
     """The stderr warning for roles that ``--backend auto`` gave to the LLM."""
+    caveat = "; its answer comparison never says 'contradiction'" if "nli" in roles else ""
     return (f"warning: --backend auto: no ONNX model for {', '.join(roles)} in {manifest_path}; the local LLM "
-            "stands in (a prompt, not the paper's model; its answer comparison never says 'contradiction'), so "
+            f"stands in (a prompt, not the paper's model{caveat}), so "
             "the result is not the paper's Q2; recorded per role in the summary (backends.ROLE.selection)")
 
 
