@@ -39,10 +39,12 @@ def _free(ctx, batch) -> None:
 class ParallelDecoder:
     """``width`` KV streams over ``runner``'s model (public ``llama_cpp`` functions only)."""
 
-    def __init__(self, runner, width: int):
+    def __init__(self, runner, width: int, strict: bool = True):
+        """``strict=False`` allows more than :data:`MAX_WIDTH` streams, for measuring what they
+        would change (``bench/llm_batching.py``); the runtime never does."""
         import llama_cpp
 
-        if not 1 <= width <= MAX_WIDTH:
+        if width < 1 or (strict and width > MAX_WIDTH):
             raise FscoreError(f"--parallel must be 1 to {MAX_WIDTH}, not {width}: with 4 or more sequences a "
                               "step llama.cpp's CPU kernels give results that depend on the other sequences")
         self.runner = runner
@@ -74,7 +76,8 @@ class ParallelDecoder:
         llama_cpp.llama_memory_seq_rm(self.mem, s, -1, -1)
         self.held[s], self.ends[s] = [], []
 
-    def _truncate(self, s: int, keep: int) -> None:
+    def truncate(self, s: int, keep: int) -> None:
+        """Make stream ``s`` hold its first ``keep`` tokens (the cells after them are reused next)."""
         import llama_cpp
 
         if keep == 0:
@@ -120,7 +123,7 @@ class ParallelDecoder:
                 llama_cpp.llama_memory_seq_cp(self.mem, o, s, -1, -1)
                 self.held[s], self.ends[s] = list(self.held[o]), list(self.ends[o])
                 keep = k
-        self._truncate(s, keep)
+        self.truncate(s, keep)
         r.stats.tokens_reused += keep
         start = keep
         for e in (e for e in ends if e > keep):
