@@ -28,7 +28,6 @@ from __future__ import annotations
 import ctypes
 import math
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,12 +93,9 @@ class LlamaRunner:
         # False: every prompt is evaluated from scratch (for tests and benchmarks); same results
         self.reuse_prefix = reuse_prefix
         # sequences decoded together by generate_many (1: one at a time); same results either way
-        from .llm_parallel import MAX_WIDTH
+        from .llm_parallel import check_width
 
-        if not 1 <= parallel <= MAX_WIDTH:
-            raise FscoreError(f"--parallel must be 1 to {MAX_WIDTH}, not {parallel}: with 4 or more sequences a "
-                              "step llama.cpp's CPU kernels give results that depend on the other sequences")
-        self.parallel = parallel
+        self.parallel = check_width(parallel)
         self._parallel = None  # the ParallelDecoder, made on first use
         self.stats = LLMStats(extra={"snapshots_saved": 0, "snapshots_restored": 0})
         # llama.cpp prints its load log on stderr; keep it quiet.
@@ -421,31 +417,9 @@ class LlamaRunner:
         (:mod:`.llm_parallel`). Each result is cached as soon as its sequence ends."""
         if self.parallel == 1 or len(prompts) < 2 or max_tokens <= 0:
             return [self.generate(p, max_tokens, stop) for p in prompts]
-        out: list[str | None] = [None] * len(prompts)
-        todo: list[int] = []
-        for i, p in enumerate(prompts):
-            self.stats.calls += 1
-            hit = self.cache.get(self.sha256, "generate", self._generate_payload(p, max_tokens, stop))
-            if hit is not None:
-                self.cache.hits += 1
-                self.stats.cached_calls += 1
-                out[i] = hit
-            else:
-                todo.append(i)
-        if todo:
-            if self._parallel is None:
-                from .llm_parallel import ParallelDecoder
+        from .llm_parallel import generate_many
 
-                self._parallel = ParallelDecoder(self, self.parallel)
-
-            def done(j: int, text: str) -> None:
-                i = todo[j]
-                self.cache.misses += 1
-                self.cache.put(self.sha256, "generate", self._generate_payload(prompts[i], max_tokens, stop), text)
-                out[i] = text
-
-            self._parallel.generate([self._prompt_tokens(prompts[i]) for i in todo], max_tokens, stop, done)
-        return out  # type: ignore[return-value]
+        return generate_many(self, prompts, max_tokens, stop)
 
     def _cached(self, kind: str, payload: dict, compute):
         self.stats.calls += 1

@@ -29,6 +29,42 @@ from ..errors import FscoreError
 MAX_WIDTH = 3  # see the module docstring: 4 or more tokens a step change the bits
 
 
+def check_width(width: int) -> int:
+    """``width`` when it is 1 to :data:`MAX_WIDTH`, else a clear error (``--parallel``)."""
+    if not 1 <= width <= MAX_WIDTH:
+        raise FscoreError(f"--parallel must be 1 to {MAX_WIDTH}, not {width}: with 4 or more sequences a step "
+                          "llama.cpp's CPU kernels give results that depend on the other sequences")
+    return width
+
+
+def generate_many(runner, prompts: list[str], max_tokens: int, stop: tuple[str, ...]) -> list[str]:
+    """:meth:`LlamaRunner.generate_many` with ``runner.parallel`` > 1: cached prompts from the call
+    cache (the keys of ``generate``), the others decoded together, each cached as it ends."""
+    out: list[str | None] = [None] * len(prompts)
+    todo: list[int] = []
+    for i, p in enumerate(prompts):
+        runner.stats.calls += 1
+        hit = runner.cache.get(runner.sha256, "generate", runner._generate_payload(p, max_tokens, stop))
+        if hit is not None:
+            runner.cache.hits += 1
+            runner.stats.cached_calls += 1
+            out[i] = hit
+        else:
+            todo.append(i)
+    if todo:
+        if runner._parallel is None:
+            runner._parallel = ParallelDecoder(runner, runner.parallel)
+
+        def done(j: int, text: str) -> None:
+            i = todo[j]
+            runner.cache.misses += 1
+            runner.cache.put(runner.sha256, "generate", runner._generate_payload(prompts[i], max_tokens, stop), text)
+            out[i] = text
+
+        runner._parallel.generate([runner._prompt_tokens(prompts[i]) for i in todo], max_tokens, stop, done)
+    return out  # type: ignore[return-value]
+
+
 def _free(ctx, batch) -> None:
     import llama_cpp
 
@@ -44,9 +80,8 @@ class ParallelDecoder:
         would change (``bench/llm_batching.py``); the runtime never does."""
         import llama_cpp
 
-        if width < 1 or (strict and width > MAX_WIDTH):
-            raise FscoreError(f"--parallel must be 1 to {MAX_WIDTH}, not {width}: with 4 or more sequences a "
-                              "step llama.cpp's CPU kernels give results that depend on the other sequences")
+        if width < 1 or strict:
+            check_width(width)
         self.runner = runner
         self.width = width
         p = llama_cpp.llama_context_default_params()
