@@ -145,9 +145,13 @@ def fit_adjusted(ex: Examples, features: tuple[str, ...], topics: set[str], l2: 
     if inner < 2:
         return comb  # too few topics to predict any out of fold: no adjustment
     res = cross_validate(ex, features, inner, l2, topics=topics)
-    probs = [(p, f.label) for p, f in zip(res.human_prob, ex.human) if f.topic in topics]
-    return comb.with_adjustment(float(np.mean([p for p, lab in probs if lab])),
-                                float(np.mean([p for p, lab in probs if not lab])))
+    return comb.with_adjustment(*pacc_means(ex, res.human_prob, topics))
+
+
+def pacc_means(ex: Examples, human_prob: list[float], topics: set[str] | None = None) -> tuple[float, float]:
+    """The mean out-of-fold probability of supported and of unsupported human facts (of ``topics``)."""
+    probs = [(p, f.label) for p, f in zip(human_prob, ex.human) if topics is None or f.topic in topics]
+    return (float(np.mean([p for p, lab in probs if lab])), float(np.mean([p for p, lab in probs if not lab])))
 
 
 def bio_probabilities(ex: Examples, comb: Combiner, bios: set[int]) -> dict[int, np.ndarray]:

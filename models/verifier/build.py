@@ -146,8 +146,8 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     from fscore_lite.factscore.page_features import FEATURES
     from fscore_lite.factscore.trained import CE_FEATURES
     from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
-    from fscore_lite.metaeval.verifier_cv import (cross_validate, featurise, fit_combiner, load_examples, per_subject,
-                                                  worker_pool)
+    from fscore_lite.metaeval.verifier_cv import (cross_validate, featurise, fit_combiner, load_examples, pacc_means,
+                                                  per_subject, worker_pool)
     from fscore_lite.store import open_store
 
     from ..export import _offline
@@ -214,9 +214,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     cv = per_subject(ex, oof)
     lexical = per_subject(ex, cross_validate(ex, FEATURES, cfg.folds, cfg.l2, adjust=True))
     # the final combiner; its PACC means from the out-of-fold probabilities of every human fact
-    probs = [(p, f.label) for p, f in zip(oof.human_prob, ex.human)]
-    comb = fit_combiner(ex, names, set(ex.topics), cfg.l2).with_adjustment(
-        float(np.mean([p for p, lab in probs if lab])), float(np.mean([p for p, lab in probs if not lab])))
+    comb = fit_combiner(ex, names, set(ex.topics), cfg.l2).with_adjustment(*pacc_means(ex, oof.human_prob))
     timings["combiner_s"] = time.monotonic() - t
     for row, lex in zip(cv, lexical):
         log(f"cv {row['subject']:<13} human {row['human']:.1f} est {row['estimated']:.1f} ER {row['error_rate']:.1f} "
