@@ -198,6 +198,34 @@ def train_verifier(
                f"in {report['timings']['total_s']:.0f} s")
 
 
+@train_app.command("llm-combiner")
+def train_llm_combiner(
+    llm: Optional[str] = typer.Option(None, "--llm", help="LLM (bundle name or .gguf path; default: the default LLM)."),
+    every: int = typer.Option(15, "--every", help="Sample every N-th human-labelled training fact (15: 460 facts)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="As for `train verifier` (default: the shipped training data)."),
+    models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: $FSCORE_LITE_THREADS or all)."),
+) -> None:
+    """Fit `score --verifier llm+trained` for one LLM: the LLM's margins on a fixed sample of
+    human-labelled facts, stacked with the trained verifier's out-of-fold logits (topic-grouped
+    CV report); recorded in the verifier's manifest entry. Slow (the 1.5B model: ~5 s per fact
+    on 2 cores), resumable through the call cache."""
+    from fscore_lite.metaeval.stack_cv import format_stack_table
+
+    settings = Settings().with_(models_dir=models_dir, threads=threads, llm=llm)
+    try:
+        from fscore_lite_models.verifier.llm_stack import train_llm_combiner as fit
+    except ModuleNotFoundError as e:
+        raise FscoreError(f"training needs the export extra: pip install 'fscore-lite[export]' (missing {e.name})") from None
+    record = fit(settings.models_dir, settings, every=every, data=data, log=_log, progress=True)
+    tr = record["training"]
+    typer.echo(f"held-out topics: {tr['folds']}-fold topic-grouped CV over {tr['sample_facts']} human-labelled facts "
+               f"(every {tr['every']}th); estimated = PACC share of supported facts")
+    typer.echo(format_stack_table(tr["cv"]))
+    typer.echo(f"installed the llm+trained combiner for {record['llm']} ({record['llm_sha256'][:12]}) in "
+               f"{settings.models_dir} in {tr['total_s']:.0f} s")
+
+
 def _trained_with(models_dir: Path, cfg, data: Optional[Path], builder: int) -> bool:
     """Is a verifier built with ``cfg`` (the same data choice, recipe version ``builder``) installed, with intact files?"""
     from dataclasses import asdict

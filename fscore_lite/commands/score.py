@@ -22,7 +22,8 @@ def score(
     parallel: Optional[int] = typer.Option(None, "--parallel", help="Atomic-fact generations decoded together, 1-3 "
                                            "(default 3; the facts are the same bytes as with 1)."),
     verifier: str = typer.Option("auto", "--verifier", help="trained (cross-encoder + page features, calibrated on human labels), "
-                                 "llm (the reference's LM judge) or auto: trained when installed, else llm."),
+                                 "llm (the reference's LM judge), llm+trained (the trained verifier's logit and the LLM's margin on a "
+                                 "short prompt, stacked; fit with `models train llm-combiner`) or auto: trained when installed, else llm."),
     share: str = typer.Option("adjusted", "--share", help="Trained verifier: a response's supported share estimated "
                               "from its probabilities (adjusted, PACC) or counted from its decisions (decisions)."),
     mode: str = typer.Option("parity", "--mode", help="LLM judge only: parity (reference prompts) or shared-context (one context per response)."),

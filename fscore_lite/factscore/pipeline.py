@@ -10,7 +10,7 @@ import hashlib
 import inspect
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from ..cache import CallCache
@@ -18,64 +18,16 @@ from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs
 from ..io import summary_path_for as io_summary_path_for
 from ..progress import Progress
 from ..settings import Settings
-from .abstain import MODES as ABSTAIN_MODES
 from .abstain import is_abstained
 from .atomic_facts import describe_settings as atomic_fact_settings
 from .items import MAX_OUTPUT_CHARS, Item, load_items  # noqa: F401  (re-exported: the API)
-from .score import GAMMA, aggregate, response_score
+from .options import VERIFIERS, ScoreOptions, Timings  # noqa: F401  (re-exported: the API)
+from .score import aggregate, response_score
 from .npm import PASSAGE_TEXT as NPM_PASSAGES
 from .sentences import SPLITTER
-from .verify import DEFAULT_CONTEXT_BUDGET, FALSE_WORDS, TRUE_WORDS
+from .verify import FALSE_WORDS, TRUE_WORDS
 
 FACTS_GENERATED, FACTS_VERIFIED = "facts generated", "facts verified"  # progress units
-VERIFIERS = ("auto", "trained", "llm")
-
-
-@dataclass
-class ScoreOptions:
-    mode: str = "parity"  # parity | shared-context
-    gamma: float = GAMMA
-    abstain: str = "none"
-    k: int = 5
-    search_all: bool = False
-    npm: bool = False
-    npm_model: str | None = None
-    npm_threshold: float = 0.3
-    chat_template: bool = False
-    context_budget: int = DEFAULT_CONTEXT_BUDGET
-    max_output_chars: int = MAX_OUTPUT_CHARS
-    demo_shortcut: bool = False  # deviation: answer a demo sentence with its demo facts, no LM call
-    verifier: str = "auto"  # auto (trained when installed, else llm) | trained | llm (the reference's LM judge)
-    # trained verifier: a response's share of supported facts estimated by PACC ("adjusted"), or
-    # counted from its decisions ("decisions", the reference's definition)
-    share: str = "adjusted"
-    progress: bool = True
-
-    def validate(self) -> None:
-        from ..errors import FscoreError
-
-        if self.mode not in ("parity", "shared-context"):
-            raise FscoreError(f"--mode must be parity or shared-context, not {self.mode!r}")
-        if self.abstain not in ABSTAIN_MODES:
-            raise FscoreError(f"--abstain must be one of {', '.join(ABSTAIN_MODES)}, not {self.abstain!r}")
-        if self.share not in ("adjusted", "decisions"):
-            raise FscoreError(f"--share must be adjusted or decisions, not {self.share!r}")
-        if self.verifier not in VERIFIERS:
-            raise FscoreError(f"--verifier must be one of {', '.join(VERIFIERS)}, not {self.verifier!r}")
-        if self.max_output_chars < 1:
-            raise FscoreError(f"--max-output-chars must be 1 or more, not {self.max_output_chars}")
-
-
-@dataclass
-class Timings:
-    atomic_facts: float = 0.0
-    retrieval: float = 0.0
-    verification: float = 0.0
-    npm: float = 0.0
-    facts_generated: int = 0
-    facts_verified: int = 0
-
-
 class FactScorer:
     """Loaded components: LLM, embedder, store, retriever, fact generator, verifier, NP.
 
@@ -114,7 +66,8 @@ class FactScorer:
         if self.verifier_kind == "auto":
             self.verifier_kind = "trained" if self.bundle.first_for_role("verifier") else "llm"
         self.trained = None
-        if self.verifier_kind == "trained":
+        self._stacked = None  # the llm+trained verifier, made (with the LLM) on first use
+        if self.verifier_kind in ("trained", "llm+trained"):
             from .trained import TrainedVerifier
 
             self.trained = TrainedVerifier.from_bundle(self.bundle, self.store, threads=settings.threads,
@@ -165,6 +118,17 @@ class FactScorer:
             self._verifier = Verifier(self.llm, self.options.mode, self.options.context_budget)
         return self._verifier
 
+    @property
+    def fact_verifier(self):
+        """The trained verifier, or for ``llm+trained`` the stacked one (loading the LLM)."""
+        if self.verifier_kind != "llm+trained":
+            return self.trained
+        if self._stacked is None:
+            from .stacked import LlmTrainedVerifier
+
+            self._stacked = LlmTrainedVerifier.from_bundle(self.bundle, self.trained, self.llm)
+        return self._stacked
+
     def identity(self) -> dict:
         """What a result depends on, known before any model runs (the resume key)."""
         llm = self.settings.llm
@@ -184,8 +148,11 @@ class FactScorer:
                 models[role] = self.bundle.get(comp.name).to_json() | {"sha256": comp.sha256}
         if self.trained is not None:
             entry = self.bundle.get(self.trained.name).to_json()
-            entry["extra"] = {k: v for k, v in entry["extra"].items() if k != "training"}  # the report is long
+            # the training reports are long
+            entry["extra"] = {k: v for k, v in entry["extra"].items() if k not in ("training", "llm_combiners")}
             models["verifier"] = entry | {"sha256": self.trained.sha256}
+            if self.verifier_kind == "llm+trained":
+                models["llm_combiner"] = {k: v for k, v in self.fact_verifier.record.items() if k != "training"}
         if self.npm is not None:
             models["mlm"] = {"name": self.npm.name, "sha256": self.npm.sha256}
         o = self.options
@@ -214,7 +181,7 @@ class FactScorer:
 
     def _share_rule(self) -> str:
         """How a response's share of supported facts is computed (a named deviation when adjusted)."""
-        c = self.trained.combiner if self.trained is not None else None
+        c = self.fact_verifier.combiner if self.trained is not None else None
         if c is None or not c.adjusts or self.npm is not None or self.options.share != "adjusted":
             return "decisions: the share of facts decided supported (reference)"
         return (f"adjusted (deviation, --share decisions for the reference's count): PACC, (mean probability − "
@@ -222,6 +189,8 @@ class FactScorer:
                 "the means being the out-of-fold probabilities of supported / unsupported human facts")
 
     def _trained_rule(self) -> str:
+        if self.verifier_kind == "llm+trained":
+            return self.fact_verifier.rule()
         t = self.trained
         return (f"trained verifier {t.name}: cross-encoder entailment log-odds of the best {t.builder.passages} "
                 f"retrieved passages ({t.builder.window_tokens}-token windows) + page-level features, logistic "
@@ -260,7 +229,7 @@ class FactScorer:
         evidence = [self.retriever.retrieve(item.topic, f) for f in facts]
         t2 = time.monotonic()
         if self.trained is not None:
-            verdicts = self.trained.verify(item.topic, facts, evidence)
+            verdicts = self.fact_verifier.verify(item.topic, facts, evidence)
         else:
             verdicts = self.verifier.verify(item.topic, facts, evidence)
         t3 = time.monotonic()
@@ -268,7 +237,7 @@ class FactScorer:
         for fact, ev, v in zip(facts, evidence, verdicts):
             if self.trained is not None:
                 d = {"atom": fact, "is_supported": bool(v.is_supported), "probability": round(v.probability, 5),
-                     "rule": "trained", "passage_scores": [round(x, 4) for x in v.passage_scores],
+                     "rule": self.verifier_kind, "passage_scores": [round(x, 4) for x in v.passage_scores],
                      "features": v.features}
             else:
                 d = {"atom": fact, "is_supported": bool(v.is_supported),
@@ -287,7 +256,7 @@ class FactScorer:
             progress.advance(len(facts), unit=FACTS_VERIFIED)
         share = None
         if self.trained is not None and self.npm is None and o.share == "adjusted":
-            share = self.trained.combiner.adjusted_share([v.probability for v in verdicts])
+            share = self.fact_verifier.combiner.adjusted_share([v.probability for v in verdicts])
             if share is not None:
                 rec["estimated_share"] = round(share, 6)
         score, init = response_score([d["is_supported"] for d in decisions], o.gamma, share)

@@ -1,0 +1,118 @@
+"""``fscore-lite models train llm-combiner --llm NAME``: fit ``--verifier llm+trained`` for one LLM.
+
+Needs the trained verifier (``models train verifier``) and the LLM installed. Steps:
+
+1. The verifier build's examples and features, recomputed the same way (the call cache makes
+   them free after the verifier build), and the trained combiner's topic-grouped CV: every
+   human fact gets an out-of-fold trained probability.
+2. A fixed sample of the human facts — every ``every``-th in the examples' fixed order, so it
+   spans all topics and subjects — gets the LLM's margin on the short window prompt
+   (:func:`fscore_lite.factscore.stacked.llm_margin`), through the call cache: an interrupted
+   fit resumes where it stopped. This is the slow part (seconds per fact for the 1.5B model).
+3. The stacked combiner (trained logit, margin) is cross-validated with the same folds
+   (:mod:`fscore_lite.metaeval.stack_cv`: the report is out of fold on both stages), then
+   fitted on the whole sample, with the share-matching threshold and PACC means from the
+   out-of-fold probabilities.
+4. It is recorded in the verifier's manifest entry under ``llm_combiners[<LLM sha256>]`` with
+   the LLM's name, the prompt settings, the sample, the coefficients and the report.
+
+Only topics of the verifier's training data are used, as for the verifier itself.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from fscore_lite.errors import FscoreError
+from fscore_lite.manifest import Bundle, ModelEntry
+
+from .sources import shipped_data
+
+
+def train_llm_combiner(bundle_dir: str | Path, settings, llm=None, every: int = 15, data: str | Path | None = None,
+                       log=print, progress: bool = False) -> dict:
+    """Fit and record the llm+trained combiner for ``llm`` (default: ``settings.llm``, loaded
+    from the bundle); return its record. ``data`` as for the verifier build (default shipped)."""
+    from fscore_lite.backends.llm import load_llm
+    from fscore_lite.cache import CallCache
+    from fscore_lite.factscore.stacked import LLM_PASSAGES, LLM_WINDOW_TOKENS, llm_margin, logit_of
+    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
+    from fscore_lite.metaeval.stack_cv import (StackRows, cross_validate_stack, fit_stack, pacc_terms,
+                                               subject_table)
+    from fscore_lite.metaeval.verifier_cv import cross_validate, featurise, load_examples, worker_pool
+    from fscore_lite.progress import Progress
+    from fscore_lite.store import open_store
+
+    if every < 1:
+        raise FscoreError(f"--every must be 1 or more, not {every}")
+    t_start = time.monotonic()
+    bundle_dir = Path(bundle_dir)
+    bundle = Bundle(bundle_dir)
+    ventry = bundle.first_for_role("verifier")
+    if ventry is None or "combiner" not in ventry.extra:
+        raise FscoreError(f"no trained verifier in {bundle.manifest_path}: run `fscore-lite models train verifier` first")
+    training = ventry.extra.get("training", {})
+    cfg = training.get("config", {})
+    folds_n, l2 = int(training.get("cv_folds", 5)), float(cfg.get("l2", 1.0))
+    settings = settings.with_(models_dir=bundle_dir)
+    cache = CallCache(settings.cache_path if settings.use_cache else None)
+    data_dir = Path(data) if data else shipped_data(Path(settings.home) / "build" / "factscore-dev")
+    pages, page_files = wiki_pages(data_dir)
+    store = open_store(ensure_store(page_files, settings, None))
+    pool = worker_pool(bundle, store, ventry, cache, settings.threads, int(ventry.extra.get("k", 5)),
+                       int(ventry.extra.get("window_tokens", 64)), int(ventry.extra.get("ce_passages", 2)))
+    ex = load_examples(data_dir, pages)
+    featurise(ex, *pool[0], None, more=pool[1:])
+    names = tuple(ventry.extra["combiner"]["features"])
+    oof = cross_validate(ex, names, folds_n, l2, adjust=True)
+    fold_comb = dict(zip(sorted(set(oof.folds.values())), oof.combiners))
+    log(f"trained verifier: out-of-fold probabilities for {len(ex.human)} human facts ({folds_n} topic-grouped folds)")
+
+    llm = llm if llm is not None else load_llm(settings, bundle, cache)
+    sample = list(range(0, len(ex.human), every))
+    retriever = pool[0][0]
+    margins, t = [], time.monotonic()
+    bar = Progress(None, f"{llm.name} margins", enabled=progress)
+    bar.add_total(len(sample), "facts")
+    for i in sample:
+        f = ex.human[i]
+        margins.append(llm_margin(llm, f.topic, f.text, retriever.retrieve(f.topic, f.text)))
+        bar.advance(1, unit="facts")
+    bar.close()
+    llm_s = time.monotonic() - t
+
+    topics = [ex.human[i].topic for i in sample]
+    tprob = np.asarray([oof.human_prob[i] for i in sample])
+    rows = StackRows(
+        topics=topics, subjects=[ex.bios[ex.human[i].bio].subject for i in sample],
+        x=np.asarray([[logit_of(p), m] for p, m in zip(tprob, margins)], dtype=np.float64),
+        y=np.asarray([1.0 if ex.human[i].label else 0.0 for i in sample]),
+        trained_prob=tprob, trained_pred=np.asarray([oof.human_pred[i] for i in sample]),
+        trained_pacc=np.asarray([float(pacc_terms(fold_comb[oof.folds[tp]], np.asarray([p]))[0])
+                                 for tp, p in zip(topics, tprob)]))
+    if len(set(rows.y)) < 2:
+        raise FscoreError(f"the sample of {len(sample)} facts has one label only: lower --every")
+    cv = cross_validate_stack(rows, oof.folds, l2)
+    table = subject_table(rows, cv)
+    ok = ~np.isnan(cv.prob)
+    comb = fit_stack(rows.x, rows.y, l2)
+    if (ok & (rows.y == 1)).any() and (ok & (rows.y == 0)).any():
+        comb = comb.with_adjustment(float(cv.prob[ok & (rows.y == 1)].mean()), float(cv.prob[ok & (rows.y == 0)].mean()))
+    record = {
+        "llm": llm.name, "llm_sha256": llm.sha256, "chat_template": bool(llm.chat_template),
+        "passages": LLM_PASSAGES, "window_tokens": LLM_WINDOW_TOKENS, "combiner": comb.to_json(),
+        "training": {"every": every, "sample_facts": len(sample), "folds": folds_n, "l2": l2,
+                     "data": str(data) if data else "shipped", "verifier_sha256": ventry.sha256,
+                     "threads": settings.threads, "cv": table, "llm_s": round(llm_s, 1),
+                     "total_s": round(time.monotonic() - t_start, 1)},
+    }
+    bundle = Bundle(bundle_dir)  # re-read: nothing else may have changed it meanwhile
+    current = bundle.get(ventry.name)
+    if current.sha256 != ventry.sha256 or current.extra.get("combiner") != ventry.extra["combiner"]:
+        raise FscoreError(f"{ventry.name} changed in {bundle.manifest_path} while the combiner was fitted; run again")
+    stacks = {**current.extra.get("llm_combiners", {}), llm.sha256: record}
+    bundle.add(ModelEntry(**{**current.__dict__, "extra": {**current.extra, "llm_combiners": stacks}}))
+    bundle.save()
+    return record

@@ -1,0 +1,202 @@
+"""``--verifier llm+trained``: the window prompt, the combiner fit (build step), the runtime.
+
+The fit runs on the tiny verifier build of ``test_verifier`` with a scripted LLM (its margin
+says whether the fact's words are in the prompt's passages), so it takes seconds and its
+outcome is known; one test runs the real 0.5B model through the same margin function.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+
+import numpy as np
+import pytest
+
+from fscore_lite.errors import FscoreError
+from fscore_lite.factscore.stacked import STACK_FEATURES, llm_margin, logit_of, window_prompt
+from fscore_lite.factscore.trained import evidence_window
+from fscore_lite.manifest import Bundle
+
+from .test_verifier import _train, tiny_inputs  # noqa: F401 - the fixture is used by name
+
+pytestmark = pytest.mark.export
+
+
+class ScriptedLLM:
+    """Stands in for LlamaRunner: next-token log-probabilities from word overlap of the fact
+    with the prompt's passages (so the margin carries signal), deterministic."""
+
+    name = "scripted-llm"
+    sha256 = hashlib.sha256(b"scripted-llm").hexdigest()
+    chat_template = False
+
+    def __init__(self):
+        self.prompts: list[str] = []
+
+    def tokenize(self, text: str, add_bos: bool = True, special: bool = False) -> list[int]:
+        return [len(w) for w in text.split()]
+
+    def next_token_logprobs(self, prompt: str, words: list[str]) -> dict[str, float]:
+        self.prompts.append(prompt)
+        context, _, question = prompt.rpartition("\n\nInput: ")
+        fact = {w.lower() for w in re.findall(r"\w+", question.rsplit(" True or False?", 1)[0])}
+        seen = {w.lower() for w in re.findall(r"\w+", context)}
+        share = len(fact & seen) / max(1, len(fact))
+        m = 4 * share - 2
+        return {w: (m / 2 if "True" in w else -m / 2) - 1.0 for w in words}
+
+
+@pytest.fixture(scope="module")
+def stack_build(tmp_path_factory, tiny_inputs):  # noqa: F811
+    from fscore_lite_models.verifier.llm_stack import train_llm_combiner
+
+    bundle_dir, settings, _ = _train(tiny_inputs, tmp_path_factory.mktemp("stack"))
+    llm = ScriptedLLM()
+    record = train_llm_combiner(bundle_dir, settings, llm=llm, every=1, data=tiny_inputs["data"], log=lambda m: None)
+    return bundle_dir, settings, record, llm
+
+
+def test_window_prompt_is_the_reference_frame_around_the_best_windows():
+    from fscore_lite.factscore.retrieve import Evidence
+    from fscore_lite.store import Passage
+
+    count = lambda t: len(t.split())  # noqa: E731
+    p1 = Passage(1, "Ann Lee", "<s>Ann Lee is a painter.</s><s>She lives in Oslo.</s><s>She was born in 1950.</s>", 0)
+    p2 = Passage(2, "Ann Lee", "<s>Her father was a sailor.</s><s>He sailed to Peru.</s>", 1)
+    ev = [Evidence(p2, 0.5, 1), Evidence(p1, 0.9, 0), Evidence(Passage(3, "Ann Lee", "<s>Other.</s>", 2), 0.1, 2)]
+    prompt = window_prompt("Ann Lee", "The painter was born in 1950.", ev, count, passages=2, budget=10)
+    best = evidence_window("", p1.text, "The painter was born in 1950.", count, 10)[2:]
+    second = evidence_window("", p2.text, "The painter was born in 1950.", count, 10)[2:]
+    assert "born in 1950" in best and "Other" not in prompt
+    assert prompt == ("Answer the question about Ann Lee based on the given context.\n\n"
+                      f"Text: {second}\n\nText: {best}\n\nInput: The painter was born in 1950. True or False?\nOutput:")
+
+
+def test_fit_records_the_combiner_for_that_llm_with_an_out_of_fold_report(stack_build):
+    bundle_dir, _, record, llm = stack_build
+    entry = Bundle(bundle_dir).get("minilm-l6-factscore-verifier")
+    assert entry.extra["llm_combiners"][llm.sha256] == record
+    assert record["llm"] == llm.name and record["chat_template"] is False
+    comb = record["combiner"]
+    assert tuple(comb["features"]) == STACK_FEATURES and len(comb["coef"]) == 2
+    assert comb["coef"][1] > 0  # a margin that says "the words are there" counts toward supported
+    assert 0.0 <= comb["threshold"] <= 1.0 and 0.0 < comb["p_not_supported"] < comb["p_supported"] < 1.0
+    t = record["training"]
+    human = entry.extra["training"]["human_facts"]
+    assert t["sample_facts"] == human and len(llm.prompts) == human  # every=1: every human fact, once
+    assert t["folds"] == 2 and t["verifier_sha256"] == entry.sha256
+    rows = {r["subject"]: r for r in t["cv"]}
+    assert set(rows) == {"InstructGPT", "ChatGPT", "PerplexityAI", "all"}
+    assert rows["all"]["n_facts"] == human
+    for r in rows.values():
+        for side in ("trained", "stacked"):
+            assert 0.0 <= r[side]["estimated"] <= 100.0
+            assert r[side]["error"] == pytest.approx(abs(r[side]["estimated"] - r["human"]))
+
+
+def test_a_second_fit_gives_the_same_record(stack_build, tiny_inputs):  # noqa: F811
+    from fscore_lite_models.verifier.llm_stack import train_llm_combiner
+
+    bundle_dir, settings, record, _ = stack_build
+    again = train_llm_combiner(bundle_dir, settings, llm=ScriptedLLM(), every=1, data=tiny_inputs["data"],
+                               log=lambda m: None)
+    assert {k: v for k, v in again.items() if k != "training"} == {k: v for k, v in record.items() if k != "training"}
+    assert again["training"]["cv"] == record["training"]["cv"]
+
+
+def _scorer(bundle_dir, settings, llm, verifier="llm+trained"):
+    from fscore_lite.factscore.pipeline import FactScorer, ScoreOptions
+    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
+
+    entry = Bundle(bundle_dir).get("minilm-l6-factscore-verifier")
+    _, files = wiki_pages(entry.extra["training"]["data"])
+    s = settings.with_(models_dir=bundle_dir)
+    s = s.with_(store=ensure_store(files, s, None))
+    return FactScorer(s, ScoreOptions(progress=False, verifier=verifier), llm=llm)
+
+
+def test_runtime_applies_the_stacked_combiner(stack_build):
+    from fscore_lite.factscore.pipeline import Item
+
+    bundle_dir, settings, record, _ = stack_build
+    llm = ScriptedLLM()
+    scorer = _scorer(bundle_dir, settings, llm)
+    topic = scorer.store.titles()[0]
+    facts = [f"{topic} is a person.", f"{topic} was born on the Moon in 1700."]
+    rec = scorer.score_item(Item(1, {"topic": topic}, topic=topic, facts=facts))
+    assert rec["status"] == "ok"
+    base, c = scorer.trained.combiner, record["combiner"]
+    ps = []
+    for fact, d in zip(facts, rec["decisions"]):
+        assert d["rule"] == "llm+trained"
+        ev = scorer.retriever.retrieve(topic, fact)
+        feats, _ = scorer.trained.features(topic, fact, ev)
+        logit = float(base.logit(base.matrix([feats]))[0])
+        margin = llm_margin(llm, topic, fact, ev)
+        assert d["features"]["trained_logit"] == round(logit, 5) and d["features"]["llm_margin"] == round(margin, 5)
+        z = sum((x - m) / s * w for x, m, s, w in zip((logit, margin), c["mean"], c["scale"], c["coef"]))
+        p = 1 / (1 + math.exp(-(z + c["intercept"])))
+        assert d["probability"] == round(p, 5) and d["is_supported"] == (p > c["threshold"])
+        ps.append(p)
+    share = (np.mean(ps) - c["p_not_supported"]) / (c["p_supported"] - c["p_not_supported"])
+    assert rec["estimated_share"] == round(min(1.0, max(0.0, share)), 6)
+    desc = scorer.describe()
+    assert desc["settings"]["verifier"] == "llm+trained" and desc["settings"]["decision"].startswith("llm+trained")
+    assert desc["models"]["llm_combiner"]["llm_sha256"] == llm.sha256
+    assert desc["models"]["llm"]["sha256"] == llm.sha256
+    assert "llm_combiners" not in desc["models"]["verifier"]["extra"]
+
+
+def test_an_llm_without_a_fitted_combiner_is_refused_with_the_command(stack_build):
+    from fscore_lite.factscore.pipeline import Item
+
+    bundle_dir, settings, _, _ = stack_build
+    other = ScriptedLLM()
+    other.sha256, other.name = "0" * 64, "other-llm"
+    scorer = _scorer(bundle_dir, settings, other)
+    topic = scorer.store.titles()[0]
+    with pytest.raises(FscoreError, match="models train llm-combiner --llm other-llm"):
+        scorer.score_item(Item(1, {"topic": topic}, topic=topic, facts=[f"{topic} is a person."]))
+    chat = ScriptedLLM()
+    chat.chat_template = True
+    with pytest.raises(FscoreError, match="chat_template=False"):
+        _scorer(bundle_dir, settings, chat).fact_verifier
+
+
+def test_logit_of_inverts_the_sigmoid_and_caps():
+    for z in (-5.0, -0.3, 0.0, 2.5):
+        assert logit_of(1 / (1 + math.exp(-z))) == pytest.approx(z, abs=1e-9)
+    assert logit_of(0.0) == -30.0 and logit_of(1.0) == 30.0
+
+
+def test_real_llm_margin_is_the_prompt_s_true_false_log_odds(test_llm):
+    from fscore_lite.factscore.retrieve import Evidence
+    from fscore_lite.factscore.verify import FALSE_WORDS, TRUE_WORDS, margin_from_logprobs
+    from fscore_lite.store import Passage
+
+    ev = [Evidence(Passage(1, "Ann Lee", "<s>Ann Lee is a Norwegian painter.</s><s>She lives in Oslo.</s>", 0), 0.9, 0)]
+    stated = llm_margin(test_llm, "Ann Lee", "Ann Lee lives in Oslo.", ev)
+    prompt = window_prompt("Ann Lee", "Ann Lee lives in Oslo.", ev, lambda t: len(test_llm.tokenize(t, add_bos=False)))
+    assert stated == margin_from_logprobs(test_llm.next_token_logprobs(prompt, list(TRUE_WORDS + FALSE_WORDS)))
+    fabricated = llm_margin(test_llm, "Ann Lee", "Ann Lee lives on the Moon.", ev)
+    assert math.isfinite(stated) and math.isfinite(fabricated) and stated > fabricated
+
+
+def test_cli_fits_a_combiner_for_a_gguf_file(tmp_path, tiny_inputs, settings_1t):  # noqa: F811
+    from typer.testing import CliRunner
+
+    from fscore_lite.commands.models import app
+
+    bundle_dir, _, _ = _train(tiny_inputs, tmp_path)
+    real = Bundle(settings_1t.models_dir)
+    gguf = real.verified_path(real.get(settings_1t.llm))
+    result = CliRunner().invoke(app, ["train", "llm-combiner", "--llm", str(gguf), "--every", "25", "--data",
+                                      str(tiny_inputs["data"]), "--models-dir", str(bundle_dir), "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    assert "held-out topics: 2-fold topic-grouped CV over" in result.stdout and "stacked" in result.stdout
+    records = Bundle(bundle_dir).get("minilm-l6-factscore-verifier").extra["llm_combiners"]
+    assert list(records) == [real.get(settings_1t.llm).sha256]
+    assert records[real.get(settings_1t.llm).sha256]["training"]["every"] == 25
+    bad = CliRunner().invoke(app, ["train", "llm-combiner", "--every", "0", "--models-dir", str(bundle_dir)])
+    assert bad.exit_code != 0 and "--every must be 1 or more" in str(bad.exception)
