@@ -25,7 +25,6 @@ input, the schedule's version, ``n_batch`` and the thread count (which changes t
 """
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ import numpy as np
 
 from ..cache import CallCache
 from ..errors import FscoreError
+from .llm_snapshots import PrefixSnapshots, Snapshot
 
 # Part of every call-cache key, with n_batch and the thread count. Version 2: the fixed schedule
 # above (values computed before it depended on what ran earlier in the process and are not reused).
@@ -51,17 +51,7 @@ class LLMStats:
     extra: dict = field(default_factory=dict)
 
 
-@dataclass
-class _Snapshot:
-    """The saved state of the working sequence holding exactly ``tokens`` (segment ends ``ends``)."""
-
-    tokens: list[int]
-    ends: list[int]
-    data: object  # ctypes uint8 array filled by llama_state_seq_get_data
-    size: int
-
-
-class LlamaRunner:
+class LlamaRunner(PrefixSnapshots):
     """One llama.cpp context; greedy, deterministic, prefix-reusing (see the module docstring)."""
 
     SEQ = 0  # the working sequence; the only one the context ever holds
@@ -118,7 +108,7 @@ class LlamaRunner:
         self._mem = llama_cpp.llama_get_memory(self._llm.ctx)
         self._tokens: list[int] = []  # what the working sequence holds: cell i = position i = _tokens[i]
         self._ends: list[int] = []  # the ends of the segments they were decoded in
-        self._keep: dict[tuple[int, ...], _Snapshot | None] = {}  # kept prefixes and their snapshots
+        self._keep: dict[tuple[int, ...], Snapshot | None] = {}  # kept prefixes and their snapshots
         self._blank: dict[int, bool] = {}  # token id -> its text ends a blank line
         # What the bits depend on besides the input: the schedule and the threads that ran (the
         # matmul split changes with the thread count). Part of every call-cache key.
@@ -215,15 +205,6 @@ class LlamaRunner:
             best = a
         return best
 
-    def keep_prefix(self, text: str) -> None:
-        """Keep the KV state of ``text``, a prefix many prompts start with (the fixed demos of the
-        atomic-fact prompt): it is saved the first time a prompt's evaluation reaches its end
-        (when that is a segment end), and restored instead of re-evaluated afterwards, whatever
-        ran in between. This changes cost only, never a result."""
-        head, _ = self.split_template(text)
-        toks = tuple(self._llm.tokenize(head.encode("utf-8"), add_bos=True, special=self.chat_template))
-        self._keep.setdefault(toks, None)
-
     # ---- llama.cpp memory and state (public llama_cpp functions on ``Llama.ctx``) ---------
     def _truncate(self, keep: int) -> None:
         """Make the working sequence hold its first ``keep`` tokens (freed cells are reused from
@@ -246,34 +227,6 @@ class LlamaRunner:
         self._tokens, self._ends = [], []
         self._llm.n_tokens = 0
 
-    def _save_snapshot(self, key: tuple[int, ...]) -> None:
-        import llama_cpp
-
-        ctx = self._llm.ctx
-        size = llama_cpp.llama_state_seq_get_size(ctx, self.SEQ)
-        buf = (ctypes.c_uint8 * size)()
-        n = llama_cpp.llama_state_seq_get_data(ctx, buf, size, self.SEQ)
-        if n:
-            self._keep[key] = _Snapshot(list(self._tokens), list(self._ends), buf, n)
-            self.stats.extra["snapshots_saved"] += 1
-
-    def _restore(self, snap: _Snapshot) -> bool:
-        """Clear the context and load ``snap`` into it: cells 0..n-1, as a cold evaluation leaves them."""
-        import llama_cpp
-
-        llama_cpp.llama_memory_clear(self._mem, False)
-        self._tokens, self._ends = [], []
-        self._llm.n_tokens = 0
-        ok = llama_cpp.llama_state_seq_set_data(self._llm.ctx, snap.data, snap.size, self.SEQ) == snap.size
-        if not ok or llama_cpp.llama_memory_seq_pos_max(self._mem, self.SEQ) != len(snap.tokens) - 1:
-            self._forget()
-            self._keep[tuple(snap.tokens)] = None  # saved again the next time it is evaluated
-            return False
-        self._tokens, self._ends = list(snap.tokens), list(snap.ends)
-        self._llm.n_tokens = len(snap.tokens)
-        self.stats.extra["snapshots_restored"] += 1
-        return True
-
     def _logits(self) -> np.ndarray:
         import llama_cpp
 
@@ -292,10 +245,7 @@ class LlamaRunner:
                 self._ends.append(e)
                 self.stats.tokens_evaluated += e - start
                 start = e
-                if self._keep:
-                    key = tuple(self._tokens) if any(len(k) == e for k in self._keep) else None
-                    if key in self._keep and self._keep[key] is None:
-                        self._save_snapshot(key)
+                self._save_if_kept(e)
         except BaseException:
             self._forget()
             raise
@@ -325,11 +275,9 @@ class LlamaRunner:
         keep = 0
         if self.reuse_prefix if reuse is None else reuse:
             keep = self._common(tokens, ends, self._tokens, self._ends)
-            snaps = [s for s in self._keep.values() if s is not None and keep < len(s.tokens) < n]
-            for snap in sorted(snaps, key=lambda s: -len(s.tokens)):
-                if snap.ends == ends[:len(snap.ends)] and tokens[:len(snap.tokens)] == snap.tokens:
-                    keep = len(snap.tokens) if self._restore(snap) else 0  # a failed restore leaves it empty
-                    break
+            snap = self._snapshot_for(tokens, ends, keep)
+            if snap is not None:
+                keep = len(snap.tokens) if self._restore(snap) else 0  # a failed restore leaves it empty
         self._truncate(keep)
         self.stats.tokens_reused += keep
         return self._decode(tokens, [e for e in ends if e > keep])
