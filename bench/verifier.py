@@ -1,4 +1,5 @@
-"""Bench section "verifier": the trained verifier vs the LLM judge (parity prompts), 1 thread.
+"""Bench section "verifier": the trained verifier vs the LLM judge (parity prompts), 1 thread;
+and ``llm+trained`` (the 1.5B model's margin on its short prompt, stacked) when it is fitted.
 
 Same topic, same facts (the model-atomic-facts of one annotated ChatGPT bio), same retrieved
 evidence, no call cache. Each side runs in its own subprocess so that its peak RSS is its own;
@@ -38,6 +39,15 @@ def worker(side: str, store: Path, data: Path, n_facts: int) -> dict:
         judge = TrainedVerifier.from_bundle(bundle, st, threads=1, cache=CallCache(None))
         name = judge.name
         run = lambda: judge.verify(TOPIC, facts, evidence)  # noqa: E731
+    elif side == "llm+trained":
+        from fscore_lite.backends.llm import load_llm
+        from fscore_lite.factscore.stacked import LlmTrainedVerifier
+        from fscore_lite.factscore.trained import TrainedVerifier
+
+        trained = TrainedVerifier.from_bundle(bundle, st, threads=1, cache=CallCache(None))
+        judge = LlmTrainedVerifier.from_bundle(bundle, trained, load_llm(settings, bundle, CallCache(None)))
+        name = f"{trained.name} + {judge.llm.name}"
+        run = lambda: judge.verify(TOPIC, facts, evidence)  # noqa: E731
     else:
         from fscore_lite.backends.llm import load_llm
         from fscore_lite.factscore.verify import Verifier
@@ -55,6 +65,16 @@ def worker(side: str, store: Path, data: Path, n_facts: int) -> dict:
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+def _stack_fitted(settings) -> bool:
+    from fscore_lite.manifest import Bundle
+
+    bundle = Bundle(settings.models_dir)
+    entry = bundle.first_for_role("verifier")
+    llm = MODELS[1]
+    return (entry is not None and llm in bundle.entries
+            and bundle.get(llm).sha256 in entry.extra.get("llm_combiners", {}))
+
+
 def run(args) -> tuple[str, dict]:
     from fscore_lite.settings import Settings
 
@@ -62,9 +82,9 @@ def run(args) -> tuple[str, dict]:
     quick = bool(getattr(args, "quick", False))
     store = ensure_bench_store(data, Settings().home)
     n_all = len(_bio(data)[1])
-    sizes = {"trained": n_all, "llm": 2 if quick else 4}
+    sizes = {"trained": n_all, "llm": 2 if quick else 4, "llm+trained": 2 if quick else 4}
     rows = []
-    for side in ("trained", "llm"):
+    for side in ("trained", "llm", *(("llm+trained",) if _stack_fitted(Settings()) else ())):
         cmd = [sys.executable, "-m", "bench.verifier", "--worker", side, "--store", str(store), "--data", str(data),
                "--n-facts", str(sizes[side])]
         print(f"[verifier] {side}", file=sys.stderr, flush=True)
@@ -79,12 +99,17 @@ def run(args) -> tuple[str, dict]:
         md.append(f"| {r['side']} | {r['model']} | {r['facts']} | {r['seconds']:.1f} | {r['facts_per_s']:.3f} | "
                   f"{r['load_s']:.1f} | {r['peak_rss_mb']:.0f} |")
     md += ["", f"Trained verifier / LLM judge (parity): **{ratio:,.0f}×** facts per second."]
+    if len(rows) > 2:
+        md.append(f"llm+trained (the LLM's margin on its short window prompt, stacked): "
+                  f"{rows[2]['facts_per_s'] / rows[1]['facts_per_s']:.1f}× the LLM judge's facts per second.")
+    else:
+        md.append("llm+trained: not measured (no combiner fitted for this LLM: `fscore-lite models train llm-combiner`).")
     return "\n".join(md), {"rows": rows, "ratio": ratio}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--worker", choices=("trained", "llm"), required=True)
+    ap.add_argument("--worker", choices=("trained", "llm", "llm+trained"), required=True)
     ap.add_argument("--store", type=Path, required=True)
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--n-facts", type=int, required=True)

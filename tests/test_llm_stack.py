@@ -128,10 +128,10 @@ def test_runtime_applies_the_stacked_combiner(stack_build):
     assert rec["status"] == "ok"
     base, c = scorer.trained.combiner, record["combiner"]
     ps = []
-    for fact, d in zip(facts, rec["decisions"]):
+    for fact, d, pos in zip(facts, rec["decisions"], (0.0, 1.0)):
         assert d["rule"] == "llm+trained"
         ev = scorer.retriever.retrieve(topic, fact)
-        feats, _ = scorer.trained.features(topic, fact, ev)
+        feats, _ = scorer.trained.features(topic, fact, ev, pos)
         logit = float(base.logit(base.matrix([feats]))[0])
         margin = llm_margin(llm, topic, fact, ev)
         assert d["features"]["trained_logit"] == round(logit, 5) and d["features"]["llm_margin"] == round(margin, 5)

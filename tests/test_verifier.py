@@ -17,7 +17,7 @@ import pytest
 
 from fscore_lite.factscore.combiner import Combiner, fit_logistic, share_matching_threshold
 from fscore_lite.factscore.page_features import FEATURES, PageIndex, fact_features
-from fscore_lite.factscore.trained import CE_FEATURES, evidence_window, passage_sentences
+from fscore_lite.factscore.trained import CE_FEATURES, POSITION_FEATURES, evidence_window, passage_sentences
 from fscore_lite.manifest import Bundle
 from fscore_lite.settings import DEFAULT_EMBED, Settings
 
@@ -110,7 +110,7 @@ def test_tiny_training_writes_both_entries_with_their_records(tiny_build):
     assert ver.files == nli.files  # the verifier runs the NLI graph; it adds the combiner
     assert nli.extra["labels"] == ["entailment", "neutral", "contradiction"]
     comb = ver.extra["combiner"]
-    assert tuple(comb["features"]) == CE_FEATURES + FEATURES
+    assert tuple(comb["features"]) == CE_FEATURES + FEATURES + POSITION_FEATURES
     assert len(comb["coef"]) == len(comb["mean"]) == len(comb["scale"]) == len(comb["features"])
     assert 0.0 <= comb["threshold"] <= 1.0
     assert 0.0 < comb["p_not_supported"] < 1.0 and 0.0 < comb["p_supported"] < 1.0  # the PACC means
@@ -160,17 +160,21 @@ def test_runtime_applies_the_recorded_combiner(tiny_build):
     evidence = [retriever.retrieve(topic, f) for f in facts]
     verdicts = verifier.verify(topic, facts, evidence)
     c = entry.extra["combiner"]
-    for fact, ev, v in zip(facts, evidence, verdicts):
-        feats = verifier.features(topic, fact, ev)[0]
+    for fact, ev, v, pos in zip(facts, evidence, verdicts, (0.0, 1.0)):
+        feats = verifier.features(topic, fact, ev, pos)[0]
         assert {k: round(x, 5) for k, x in feats.items()} == v.features
         z = sum((feats[n] - m) / s * w for n, m, s, w in zip(c["features"], c["mean"], c["scale"], c["coef"]))
         p = 1 / (1 + math.exp(-(z + c["intercept"])))
         assert v.probability == pytest.approx(p, abs=1e-9)
         assert v.is_supported == (v.probability > c["threshold"])
         assert len(v.passage_scores) == entry.extra["ce_passages"]
-    # same fact → same bytes, whatever was scored before
-    again = verifier.verify(topic, facts[::-1], evidence[::-1])[::-1]
+    # same response → same bytes, whatever was scored before
+    verifier.verify(topic, facts[::-1], evidence[::-1])
+    again = verifier.verify(topic, facts, evidence)
     assert [(v.probability, v.passage_scores) for v in again] == [(v.probability, v.passage_scores) for v in verdicts]
+    # the position is the fact's place in its response: the same fact last is scored with position 1
+    assert verifier.verify(topic, facts[::-1], evidence[::-1])[0].features["position"] == 0.0
+    assert verdicts[1].features["position"] == 1.0
 
 
 def test_if_missing_skips_a_build_with_the_same_settings(tiny_build, tiny_inputs):

@@ -37,7 +37,7 @@ def factscore_er(
     chat_template: bool = typer.Option(False, "--chat-template"),
     context_budget: int = typer.Option(2048, "--context-budget"),
     baseline: bool = typer.Option(False, "--baseline", help="Also print the model-free word-overlap floor."),
-    verifier: str = typer.Option("llm", "--verifier", help="llm (the reference's LM judge) or trained."),
+    verifier: str = typer.Option("llm", "--verifier", help="llm (the reference's LM judge), trained or llm+trained (needs `models train llm-combiner`)."),
     cv: Optional[int] = typer.Option(None, "--cv", help="With --verifier trained: K-fold topic-grouped cross-validation "
                                      "(every topic scored by a combiner that never saw it)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),

@@ -192,9 +192,10 @@ class FactScorer:
         if self.verifier_kind == "llm+trained":
             return self.fact_verifier.rule()
         t = self.trained
+        position = " + the fact's position in its response" if "position" in t.combiner.features else ""
         return (f"trained verifier {t.name}: cross-encoder entailment log-odds of the best {t.builder.passages} "
-                f"retrieved passages ({t.builder.window_tokens}-token windows) + page-level features, logistic "
-                f"combiner; supported iff probability > {t.combiner.threshold:.4f}")
+                f"retrieved passages ({t.builder.window_tokens}-token windows) + page-level features{position}, "
+                f"logistic combiner; supported iff probability > {t.combiner.threshold:.4f}")
 
     def score_item(self, item: Item, progress: Progress | None = None) -> dict:
         """One item's output record; ``progress`` counts its facts as they are generated and verified."""

@@ -26,7 +26,7 @@ import math
 from ..errors import FscoreError
 from .combiner import Combiner
 from .retrieve import Evidence
-from .trained import TrainedVerdict, TrainedVerifier, evidence_window
+from .trained import TrainedVerdict, TrainedVerifier, evidence_window, relative_positions
 from .verify import FALSE_WORDS, TRUE_WORDS, _definition, fact_suffix, margin_from_logprobs
 
 STACK_FEATURES = ("trained_logit", "llm_margin")
@@ -99,8 +99,8 @@ class LlmTrainedVerifier:
     def verify(self, topic: str, facts: list[str], evidence: list[list[Evidence]]) -> list[TrainedVerdict]:
         base = self.trained.combiner
         out = []
-        for fact, ev in zip(facts, evidence):
-            feats, scores = self.trained.features(topic, fact, ev)
+        for fact, ev, pos in zip(facts, evidence, relative_positions(len(facts))):
+            feats, scores = self.trained.features(topic, fact, ev, pos)
             logit = float(base.logit(base.matrix([feats]))[0])
             margin = self.margin(topic, fact, ev)
             p = float(self.combiner.probability([[logit, margin]])[0])

@@ -2,9 +2,9 @@
 
 Per fact: the k retrieved passages (the same retrieval as the LLM judge) are each cut to the
 window of sentences that best matches the fact, and the (window, fact) pairs are scored by the
-cross-encoder in one batch; its entailment log-odds per passage, summarised, and the fact's
-page-level features (:mod:`.page_features`) go through the calibrated combiner recorded in the
-model manifest (:mod:`.combiner`). Output per fact: probability, per-passage scores, features,
+cross-encoder in one batch; its entailment log-odds per passage, summarised, the fact's
+page-level features (:mod:`.page_features`) and its relative position in the response go through
+the calibrated combiner recorded in the model manifest (:mod:`.combiner`). Output per fact: probability, per-passage scores, features,
 decision.
 
 The build step (``fscore-lite models train verifier``, :mod:`models.verifier`) computes its
@@ -24,6 +24,9 @@ from .page_features import STOPWORDS, PageIndex, fact_features, words
 from .retrieve import Evidence
 
 CE_FEATURES = ("ce_max", "ce_top", "ce_mean", "ce_contra")
+# the fact's place in its response, 0 (first) … 1 (last): later facts are more often wrong (the
+# FActScore paper's Figure 2); a verifier built before it (recipe 2) ignores it
+POSITION_FEATURES = ("position",)
 WINDOW_TOKENS = 64  # pair length fed to the cross-encoder (fact + evidence window + 3 specials)
 CE_PASSAGES = 2  # retrieved passages (best first) the cross-encoder scores per fact
 
@@ -69,6 +72,11 @@ def evidence_window(title: str, text: str, fact: str, count_tokens, budget: int)
             lo -= 1
         grow_next = not grow_next
     return head + " ".join(sents[lo:hi])
+
+
+def relative_positions(n: int) -> list[float]:
+    """The ``position`` feature of each of a response's ``n`` facts: i / (n − 1), 0 for one fact."""
+    return [i / (n - 1) if n > 1 else 0.0 for i in range(n)]
 
 
 def page_text(store, topic: str) -> str:
@@ -166,11 +174,14 @@ class TrainedVerifier:
             self._pages[topic] = PageIndex.build(topic, page_text(self.store, topic) if self.store.has_page(topic) else "")
         return self._pages[topic]
 
-    def features(self, topic: str, fact: str, evidence: list[Evidence]) -> tuple[dict[str, float], list[float]]:
-        """All combiner inputs of one fact and its passage scores (the best `passages` in rank order).
+    def features(self, topic: str, fact: str, evidence: list[Evidence],
+                 position: float = 0.0) -> tuple[dict[str, float], list[float]]:
+        """All combiner inputs of one fact and its passage scores (the best `passages` in rank order);
+        ``position``: the fact's :func:`relative_positions` value in its response.
 
         A topic without a page (``--search-all``) has no page-level evidence: its page features are 0."""
         feats = fact_features(fact, self.page(topic), [e.passage.text for e in evidence])
+        feats["position"] = float(position)
         if not evidence:
             ce = {"ce_max": -10.0, "ce_top": -10.0, "ce_mean": -10.0, "ce_contra": 0.0}
             return {**ce, **feats}, []
@@ -183,8 +194,8 @@ class TrainedVerifier:
     def verify(self, topic: str, facts: list[str], evidence: list[list[Evidence]]) -> list[TrainedVerdict]:
         assert self.combiner is not None
         out = []
-        for fact, ev in zip(facts, evidence):
-            feats, scores = self.features(topic, fact, ev)
+        for fact, ev, pos in zip(facts, evidence, relative_positions(len(facts))):
+            feats, scores = self.features(topic, fact, ev, pos)
             p = float(self.combiner.probability(self.combiner.matrix([feats]))[0])
             out.append(TrainedVerdict(p > self.combiner.threshold, p, scores,
                                       {k: round(v, 5) for k, v in feats.items()}))

@@ -128,7 +128,7 @@ def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=
             raise FscoreError(f"unknown subject {subject!r}; choose from {', '.join(SUBJECTS)}")
         bios = [b for b in load_subject(data, subject) if b.responded and b.topic in pages and b.model_facts()]
         bios = sample(bios, limit)
-        tag = (f"{subject}-trained" if scorer.trained is not None else
+        tag = (f"{subject}-{scorer.verifier_kind}" if scorer.trained is not None else
                f"{subject}-{mode}{'-chat' if chat_template else ''}")
         inp = out / f"er-{tag}.input.jsonl"
         atomic_write_text(inp, "".join(json.dumps({"topic": b.topic, "facts": b.model_facts(), "bio_line": b.line})

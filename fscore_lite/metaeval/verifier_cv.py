@@ -73,8 +73,17 @@ def featurise(ex: Examples, retriever, verifier, progress=None, more=()) -> None
     fact is computed alone, exactly as ``score`` computes it, so the split changes no value."""
     import threading
 
+    from ..factscore.trained import relative_positions
+
     pool = [(retriever, verifier), *more]
     jobs = [(kind, i, f) for kind in ("human", "model") for i, f in enumerate(getattr(ex, kind))]
+    position: dict[tuple[str, int], float] = {}  # each fact's place among its bio's facts of that kind
+    for kind in ("human", "model"):
+        by_bio: dict[int, list[int]] = {}
+        for i, f in enumerate(getattr(ex, kind)):
+            by_bio.setdefault(f.bio, []).append(i)
+        for idx in by_bio.values():
+            position.update({(kind, i): p for i, p in zip(idx, relative_positions(len(idx)))})
     out: dict[str, list] = {kind: [None] * len(getattr(ex, kind)) for kind in ("human", "model")}
     lock = threading.Lock()
     errors: list[BaseException] = []
@@ -85,7 +94,7 @@ def featurise(ex: Examples, retriever, verifier, progress=None, more=()) -> None
             for kind, i, f in jobs[w::len(pool)]:
                 if errors:
                     return
-                out[kind][i] = v.features(f.topic, f.text, r.retrieve(f.topic, f.text))[0]
+                out[kind][i] = v.features(f.topic, f.text, r.retrieve(f.topic, f.text), position[(kind, i)])[0]
                 if progress:
                     with lock:
                         progress()

@@ -41,8 +41,8 @@ from .sources import input_hashes, minilm_checkpoint, shipped_data, snli_files
 NLI_LICENSE = ("Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2); trained on SNLI (CC BY-SA 4.0, "
                "Bowman et al. 2015)")
 # The recipe's version, recorded in the manifest: `train verifier --if-missing` rebuilds an older one
-# (2: the combiner carries the PACC means).
-BUILDER = 2
+# (2: the combiner carries the PACC means; 3: and the fact's position in its response).
+BUILDER = 3
 VERIFIER_LICENSE = NLI_LICENSE + "; combiner fitted on FActScore human labels (MIT) and Wikipedia text (CC BY-SA)"
 
 
@@ -144,7 +144,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     replace the registry inputs — for tests, which train a tiny model on a few pairs."""
     from fscore_lite.cache import CallCache
     from fscore_lite.factscore.page_features import FEATURES
-    from fscore_lite.factscore.trained import CE_FEATURES
+    from fscore_lite.factscore.trained import CE_FEATURES, POSITION_FEATURES
     from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
     from fscore_lite.metaeval.verifier_cv import (cross_validate, featurise, fit_combiner, load_examples, pacc_means,
                                                   per_subject, worker_pool)
@@ -209,7 +209,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
 
     # 4. combiner: out-of-fold report, then the final fit on every training topic
     t = time.monotonic()
-    names = CE_FEATURES + FEATURES
+    names = CE_FEATURES + FEATURES + POSITION_FEATURES
     oof = cross_validate(ex, names, cfg.folds, cfg.l2, adjust=True)
     cv = per_subject(ex, oof)
     lexical = per_subject(ex, cross_validate(ex, FEATURES, cfg.folds, cfg.l2, adjust=True))
