@@ -203,19 +203,16 @@ def torch_qg(model, ids):
 
 
 def onnx_qg(gen, questions):
-    """Ours: each question's beams batched (questions come one at a time from the pipeline)."""
-    return [_onnx_qg_one(gen, ids) for ids in questions]
+    """Ours, as ``OnnxQuestionGenerator.questions_many``: the response's inputs in one padded
+    encoder call, then one decoder call per step for all their beams; the first beam of each."""
+    from fscore_lite.backends.onnx_seq2seq import BeamState, beam_search_many
 
-
-def _onnx_qg_one(gen, ids):
-    from fscore_lite.backends.onnx_seq2seq import beam_search
-
-    hidden, mask = gen.encode(ids)
+    hidden, mask = gen.encode_many(questions)
     # eos_id -1 never occurs: exactly DECODE_STEPS steps, like min_length = max_length above.
-    hyps = beam_search(gen.decoder_runner(hidden, mask, NUM_BEAMS), start_id=gen.start_id, eos_id=-1,
-                       num_beams=NUM_BEAMS, num_return=NUM_BEAMS, max_length=MAX_LENGTH, no_repeat_ngram_size=3,
-                       early_stopping=True)
-    return hyps[0][0]
+    states = [BeamState(start_id=gen.start_id, eos_id=-1, num_beams=NUM_BEAMS, max_length=MAX_LENGTH,
+                        no_repeat_ngram_size=3, early_stopping=True) for _ in questions]
+    beam_search_many(gen.decoder_runner_many(hidden, mask, NUM_BEAMS), states)
+    return [st.results(1)[0][0] for st in states]
 
 
 def torch_qa(model, pair):
@@ -357,7 +354,7 @@ def _markdown(r: dict) -> str:
 sides. Per response = QG + QA on the response + QA on the knowledge + NLI for its
 {r['questions_per_response']} questions (the work of Q² when each question passes the first beam): the reference style
 runs each question alone; fscore-lite runs the response's QA questions in one call and its NLI pairs in one call
-(QG beams batched, questions one by one). Tokenization is excluded on both sides (same ids fed to both).
+(QG: all its questions' beams in one decoder call per step). Tokenization is excluded on both sides (same ids fed to both).
 
 {table}
 

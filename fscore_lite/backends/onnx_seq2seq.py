@@ -47,70 +47,105 @@ def banned_ngram_tokens(tokens: np.ndarray, n: int) -> list[int]:
     return [seq[i + n - 1] for i in range(cur - n + 1) if tuple(seq[i : i + n - 1]) == prefix]
 
 
-def beam_search(step, *, start_id: int, eos_id: int, num_beams: int = 5, num_return: int = 5,
-                max_length: int = 128, no_repeat_ngram_size: int = 3, length_penalty: float = 1.0,
-                early_stopping: bool = True) -> list[tuple[list[int], float]]:
-    """Beam search as ``transformers.GenerationMixin._beam_search`` does it (batch of one input).
+class BeamState:
+    """One input's beam search, as ``transformers.GenerationMixin._beam_search`` does it,
+    advanced one decoder step at a time (so several inputs can share each decoder call).
 
-    ``step(last_tokens, source_beams)`` returns next-token logits ``(num_beams, vocab)`` for
-    the running hypotheses; ``source_beams`` says which previous row each hypothesis extends
-    (``None`` on the first call), so the caller can reorder its cached keys/values.
-    Returns ``num_return`` pairs (token ids after the start token, up to and including EOS;
-    length-normalised score), best first.
-    """
-    k, keep = num_beams, 2 * num_beams
-    running = np.full((k, max_length), eos_id, dtype=np.int64)
-    running[:, 0] = start_id
-    run_scores = np.zeros(k, dtype=np.float32)
-    run_scores[1:] = NEG
-    done = running.copy()
-    done_scores = np.full(k, NEG, dtype=np.float32)
-    done_len = np.zeros(k, dtype=np.int64)
-    done_flag = np.zeros(k, dtype=bool)
-    improvable = True
-    top_rank = np.arange(keep) < k
-    cur, source = 1, None
-    while True:
-        logp = _log_softmax(step(running[:, cur - 1], source))
+    :meth:`last_tokens` and :attr:`source` are what the next decoder step needs: the running
+    hypotheses' last tokens and which previous row each one extends (``None`` before the first
+    step), so the caller can reorder its cached keys/values; :meth:`advance` takes that step's
+    next-token logits ``(num_beams, vocab)`` and says whether the search has finished."""
+
+    def __init__(self, *, start_id: int, eos_id: int, num_beams: int = 5, max_length: int = 128,
+                 no_repeat_ngram_size: int = 3, length_penalty: float = 1.0, early_stopping: bool = True):
+        self.k, self.keep = num_beams, 2 * num_beams
+        self.eos_id, self.max_length = eos_id, max_length
+        self.no_repeat, self.length_penalty, self.early_stopping = no_repeat_ngram_size, length_penalty, early_stopping
+        self.running = np.full((self.k, max_length), eos_id, dtype=np.int64)
+        self.running[:, 0] = start_id
+        self.run_scores = np.zeros(self.k, dtype=np.float32)
+        self.run_scores[1:] = NEG
+        self.done = self.running.copy()
+        self.done_scores = np.full(self.k, NEG, dtype=np.float32)
+        self.done_len = np.zeros(self.k, dtype=np.int64)
+        self.done_flag = np.zeros(self.k, dtype=bool)
+        self.improvable = True
+        self.top_rank = np.arange(self.keep) < self.k
+        self.cur, self.source, self.finished = 1, None, False
+
+    def last_tokens(self) -> np.ndarray:
+        return self.running[:, self.cur - 1]
+
+    def advance(self, logits: np.ndarray) -> bool:
+        k, keep, cur = self.k, self.keep, self.cur
+        logp = _log_softmax(logits)
         vocab = logp.shape[-1]
         for b in range(k):
-            banned = banned_ngram_tokens(running[b, :cur], no_repeat_ngram_size)
+            banned = banned_ngram_tokens(self.running[b, :cur], self.no_repeat)
             if banned:
                 logp[b, banned] = -np.inf
-        acc = (logp + run_scores[:, None]).reshape(-1)
+        acc = (logp + self.run_scores[:, None]).reshape(-1)
         idx = _topk(acc, keep)
         top_scores, src, tok = acc[idx], idx // vocab, idx % vocab
-        top_seqs = running[src].copy()
+        top_seqs = self.running[src].copy()
         top_seqs[:, cur] = tok
-        hits = (tok == eos_id) | (cur + 1 >= max_length)
+        hits = (tok == self.eos_id) | (cur + 1 >= self.max_length)
 
         # the best num_beams continuations that have not finished keep running
         cont = top_scores + hits.astype(np.float32) * NEG
         nxt = _topk(cont, k)
-        running, run_scores, source = top_seqs[nxt], cont[nxt], src[nxt]
+        self.running, self.run_scores, self.source = top_seqs[nxt], cont[nxt], src[nxt]
 
         # finished ones (top num_beams ranks only) join the done pool if they beat it
-        fin = top_scores / np.float32((cur + 1 - 1) ** length_penalty)
-        if done_flag.all() and early_stopping is True:
+        fin = top_scores / np.float32((cur + 1 - 1) ** self.length_penalty)
+        if self.done_flag.all() and self.early_stopping is True:
             fin = fin + NEG
-        if not improvable:
+        if not self.improvable:
             fin = fin + NEG
-        just_done = hits & top_rank
+        just_done = hits & self.top_rank
         fin = fin + (~just_done).astype(np.float32) * NEG
-        pool_scores = np.concatenate([done_scores, fin])
-        pool_seqs = np.concatenate([done, top_seqs])
-        pool_len = np.concatenate([done_len, np.full(keep, cur, dtype=np.int64)])
-        pool_flag = np.concatenate([done_flag, just_done])
+        pool_scores = np.concatenate([self.done_scores, fin])
+        pool_seqs = np.concatenate([self.done, top_seqs])
+        pool_len = np.concatenate([self.done_len, np.full(keep, cur, dtype=np.int64)])
+        pool_flag = np.concatenate([self.done_flag, just_done])
         sel = _topk(pool_scores, k)
-        done, done_scores, done_len, done_flag = pool_seqs[sel], pool_scores[sel], pool_len[sel], pool_flag[sel]
+        self.done, self.done_scores, self.done_len, self.done_flag = (pool_seqs[sel], pool_scores[sel],
+                                                                      pool_len[sel], pool_flag[sel])
 
-        cur += 1
-        best_possible = run_scores[0] / np.float32((cur - 1) ** length_penalty)
-        worst_done = np.where(done_flag, done_scores.min(), NEG)
-        improvable = improvable and bool(np.any(best_possible > worst_done))
-        if not improvable or (done_flag.all() and early_stopping is True) or hits.all():
-            break
-    return [(done[i, 1 : done_len[i] + 1].tolist(), float(done_scores[i])) for i in range(num_return)]
+        self.cur = cur = cur + 1
+        best_possible = self.run_scores[0] / np.float32((cur - 1) ** self.length_penalty)
+        worst_done = np.where(self.done_flag, self.done_scores.min(), NEG)
+        self.improvable = self.improvable and bool(np.any(best_possible > worst_done))
+        self.finished = (not self.improvable or (self.done_flag.all() and self.early_stopping is True)
+                         or bool(hits.all()))
+        return self.finished
+
+    def results(self, num_return: int) -> list[tuple[list[int], float]]:
+        """``num_return`` pairs (token ids after the start token, up to and including EOS;
+        length-normalised score), best first."""
+        return [(self.done[i, 1 : self.done_len[i] + 1].tolist(), float(self.done_scores[i])) for i in range(num_return)]
+
+
+def beam_search(step, *, num_return: int = 5, **settings) -> list[tuple[list[int], float]]:
+    """Beam search of one input (:class:`BeamState`; ``settings``: its keyword arguments).
+
+    ``step(last_tokens, source_beams)`` returns next-token logits ``(num_beams, vocab)`` for
+    the running hypotheses. Returns :meth:`BeamState.results`."""
+    state = BeamState(**settings)
+    while not state.advance(step(state.last_tokens(), state.source)):
+        pass
+    return state.results(num_return)
+
+
+def beam_search_many(step_many, states: list[BeamState]) -> None:
+    """Advance several inputs' searches in lockstep until all have finished: each decoder call
+    carries the running hypotheses of every search still live. ``step_many(live, last_tokens,
+    sources)`` gets the live searches' indices, last tokens and sources and returns their
+    next-token logits, one ``(num_beams, vocab)`` array each."""
+    live = list(range(len(states)))
+    while live:
+        logits = step_many(live, [states[i].last_tokens() for i in live], [states[i].source for i in live])
+        live = [i for i, z in zip(live, logits) if not states[i].advance(z)]
 
 
 class Seq2SeqGenerator(OnnxTextModel):
@@ -203,6 +238,62 @@ class Seq2SeqGenerator(OnnxTextModel):
 
         return step
 
+    def encode_many(self, ids_list: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Several inputs in one encoder call, right-padded with the pad id (mask 0 there)."""
+        width = max(len(ids) for ids in ids_list)
+        input_ids = np.full((len(ids_list), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros_like(input_ids)
+        for r, ids in enumerate(ids_list):
+            input_ids[r, : len(ids)] = ids
+            mask[r, : len(ids)] = 1
+        (hidden,) = self.encoder.run(["last_hidden_state"], {"input_ids": input_ids, "attention_mask": mask})
+        return hidden, mask
+
+    def decoder_runner_many(self, hidden: np.ndarray, mask: np.ndarray, rows: int):
+        """A ``step_many`` function for :func:`beam_search_many` over the inputs of
+        :meth:`encode_many`: one decoder call for all live searches (``rows`` hypotheses each),
+        their keys/values gathered row by row from the previous call's, finished searches dropped."""
+        hidden = np.repeat(hidden, rows, axis=0)
+        mask = np.repeat(mask, rows, axis=0)
+        state: dict[str, np.ndarray] = {}
+        layout: list[int] = []  # the searches whose rows the state holds, in order
+        dec_out = [o.name for o in self.decoder.get_outputs()]
+
+        def step_many(live: list[int], last_tokens: list[np.ndarray], sources: list) -> list[np.ndarray]:
+            ids = np.concatenate([np.asarray(t, dtype=np.int64) for t in last_tokens]).reshape(-1, 1)
+            enc_rows = np.concatenate([np.arange(j * rows, (j + 1) * rows) for j in live])
+            h, m = hidden[enc_rows], mask[enc_rows]
+            first = sources[0] is None
+            if first:
+                feeds = {"input_ids": ids, "encoder_attention_mask": m, "encoder_hidden_states": h}
+                if self.merged:
+                    feeds.update(self._empty_past(len(ids), h.shape[1]))
+                    feeds["use_cache_branch"] = np.array([False])
+                outs = dict(zip(dec_out, self.decoder.run(dec_out, feeds)))
+            else:
+                block = {j: pos for pos, j in enumerate(layout)}
+                gather = np.concatenate([block[j] * rows + np.asarray(src) for j, src in zip(live, sources)])
+                feeds = {"input_ids": ids, "encoder_attention_mask": m}
+                for name in self.past_names:
+                    feeds[name] = state[name][gather]
+                session = self.decoder if self.merged else self.decoder_with_past
+                if self.merged:
+                    feeds["encoder_hidden_states"] = h
+                    feeds["use_cache_branch"] = np.array([True])
+                names = [o.name for o in session.get_outputs()]
+                outs = dict(zip(names, session.run(names, feeds)))
+            for name in self.past_names:
+                present = outs.get(name.replace("past_key_values.", "present."))
+                if present is not None and (first or ".encoder." not in name):
+                    state[name] = present
+                else:  # the cross-attention keys/values of the first step, regathered
+                    state[name] = feeds[name]
+            layout[:] = live
+            logits = outs["logits"][:, -1, :]
+            return [logits[p * rows : (p + 1) * rows] for p in range(len(live))]
+
+        return step_many
+
     def _empty_past(self, rows: int, enc_len: int) -> dict:
         out = {}
         for i in self.decoder.get_inputs():
@@ -230,6 +321,30 @@ class Seq2SeqGenerator(OnnxTextModel):
             return [{"ids": seq, "score": score, "text": self.decode(seq)} for seq, score in hyps]
 
         return self.cached("seq2seq_beam", payload, compute)
+
+    def beam_generate_many(self, texts: list[str], *, num_beams=5, num_return=5, max_length=128,
+                           no_repeat_ngram_size=3, early_stopping=True) -> list[list[dict]]:
+        """:meth:`beam_generate` for several inputs, encoded in one padded call and decoded in
+        lockstep (:func:`beam_search_many`). Cached as one call: a batch's results are the
+        batch's (padding and batch shape change the low bits, so they are never mixed with
+        single-input results). One input is :meth:`beam_generate` itself."""
+        if len(texts) <= 1:
+            return [self.beam_generate(t, num_beams=num_beams, num_return=num_return, max_length=max_length,
+                                       no_repeat_ngram_size=no_repeat_ngram_size, early_stopping=early_stopping)
+                    for t in texts]
+        payload = {"inputs": list(texts), "num_beams": num_beams, "num_return": num_return, "max_length": max_length,
+                   "no_repeat_ngram_size": no_repeat_ngram_size, "early_stopping": early_stopping}
+
+        def compute():
+            hidden, mask = self.encode_many([self.tokenizer.encode(t).ids for t in texts])
+            states = [BeamState(start_id=self.start_id, eos_id=self.eos_id, num_beams=num_beams, max_length=max_length,
+                                no_repeat_ngram_size=no_repeat_ngram_size, early_stopping=early_stopping)
+                      for _ in texts]
+            beam_search_many(self.decoder_runner_many(hidden, mask, num_beams), states)
+            return [[{"ids": seq, "score": score, "text": self.decode(seq)} for seq, score in st.results(num_return)]
+                    for st in states]
+
+        return self.cached("seq2seq_beam_many", payload, compute)
 
     def decode(self, ids: list[int]) -> str:
         """``tokenizer.decode(ids, skip_special_tokens=True)`` with the classic clean-up of spaces."""

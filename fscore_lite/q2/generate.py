@@ -53,16 +53,18 @@ class OnnxQuestionGenerator:
         self.model = model  # fscore_lite.backends.onnx_seq2seq.Seq2SeqGenerator
         self.name, self.sha256 = model.name, model.sha256
 
+    SETTINGS = {"num_beams": NUM_BEAMS, "num_return": NUM_RETURN, "max_length": MAX_LENGTH,
+                "no_repeat_ngram_size": NO_REPEAT_NGRAM_SIZE, "early_stopping": True}
+
     def questions(self, answer: str, context: str) -> list[str]:
-        beams = self.model.beam_generate(
-            qg_input(answer, context), num_beams=NUM_BEAMS, num_return=NUM_RETURN, max_length=MAX_LENGTH,
-            no_repeat_ngram_size=NO_REPEAT_NGRAM_SIZE, early_stopping=True,
-        )
+        beams = self.model.beam_generate(qg_input(answer, context), **self.SETTINGS)
         return [strip_question_prefix(b["text"]) for b in beams]
 
     def questions_many(self, answers: list[str], context: str) -> list[list[str]]:
-        """:meth:`questions` for each answer candidate (each one's beams are one batch)."""
-        return [self.questions(a, context) for a in answers]
+        """:meth:`questions` for each answer candidate, all decoded together: one encoder call,
+        then one decoder call per step for every candidate's beams (``beam_generate_many``)."""
+        outs = self.model.beam_generate_many([qg_input(a, context) for a in answers], **self.SETTINGS)
+        return [[strip_question_prefix(b["text"]) for b in beams] for beams in outs]
 
     def describe(self) -> dict:
         return {"backend": self.backend, "name": self.name, "sha256": self.sha256,

@@ -26,18 +26,20 @@ class Q2Options:
     ``remove_personal``: the personal-question filter (on in the paper's run).
     ``no_nli_gets_fallback``: as in the reference, ``Q2_no_nli`` of a response without a
     valid question is its end-to-end NLI fallback score too; False leaves it null.
-    ``batch``: run the model calls of one response together (QA on the response in rounds —
+    ``batch``: run the model calls of one response together (QG of every answer candidate in
+    one beam search — one decoder call per step for all their beams —, QA on the response in rounds —
     round k holds the k-th unfiltered question of every candidate still without a valid one —
     QA on the knowledge in one call, NLI in one call). The same steps and decisions as one
     call per question (False, the reference's way), faster; logits differ only by float
     rounding (int8: by the activation scale of the batch). Batches are fixed by the response,
-    never by other rows.
+    never by other rows. ``batch_qg``: QG's part of that on its own (None: as ``batch``).
     """
 
     questions: str = "single"
     remove_personal: bool = True
     no_nli_gets_fallback: bool = True
     batch: bool = True
+    batch_qg: bool | None = None
 
     def __post_init__(self):
         if self.questions not in ("single", "multi"):
@@ -78,7 +80,9 @@ def score_response(response: str, knowledge: str, roles, nlp, options: Q2Options
     with timer.stage("candidates"):
         candidates = answer_candidates(nlp(response))
     with timer.stage("qg"):
-        generated = roles.qg.questions_many(candidates, response)
+        batch_qg = options.batch if options.batch_qg is None else options.batch_qg
+        generated = (roles.qg.questions_many(candidates, response) if batch_qg
+                     else [roles.qg.questions(c, response) for c in candidates])
 
     steps = [{"candidate": c, "generated": qs, "checked": []} for c, qs in zip(candidates, generated)]
     found: list[list[dict]] = [[] for _ in candidates]  # valid questions per candidate, in order
