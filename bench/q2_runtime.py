@@ -240,12 +240,9 @@ def torch_nli(model, ids):
 
 def onnx_nli(nli, rows):
     """Ours: all answer pairs of the response in one call, right-padded, attention mask."""
-    width = max(len(r) for r in rows)
-    a = np.full((len(rows), width), nli.pad_id, dtype=np.int64)
-    mask = np.zeros_like(a)
-    for i, r in enumerate(rows):
-        a[i, :len(r)] = r
-        mask[i, :len(r)] = 1
+    from fscore_lite.backends.onnx_qa import pad_rows
+
+    a, mask = pad_rows(rows, nli.pad_id)
     feeds = {"input_ids": a, "attention_mask": mask}
     return [int(x) for x in np.argmax(nli.session.run(None, feeds)[0], axis=-1)]
 

@@ -26,6 +26,17 @@ from ..errors import ModelIntegrityError
 DOC_STRIDE = 128  # tokens shared by consecutive context windows (the SQuAD scripts' default)
 
 
+def pad_rows(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Token id rows right-padded to the longest with ``pad_id``: (ids, attention mask), int64."""
+    width = max(len(r) for r in rows)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+        mask[i, : len(r)] = 1
+    return ids, mask
+
+
 def make_session(path: str | Path, threads: int):
     """An onnxruntime CPU session with ``threads`` intra-op threads and no busy-waiting."""
     import onnxruntime as ort
@@ -166,15 +177,8 @@ class ExtractiveQA(OnnxTextModel):
             return []
         if len(rows) == 1:
             return [self.logits(*rows[0])]
-        width = max(len(ids) for ids, _ in rows)
-        pad = int(self.config.get("pad_token_id") or 0)
-        input_ids = np.full((len(rows), width), pad, dtype=np.int64)
-        mask = np.zeros((len(rows), width), dtype=np.int64)
-        types = np.zeros((len(rows), width), dtype=np.int64)
-        for r, (ids, type_ids) in enumerate(rows):
-            input_ids[r, :len(ids)] = ids
-            mask[r, :len(ids)] = 1
-            types[r, :len(type_ids)] = type_ids
+        input_ids, mask = pad_rows([ids for ids, _ in rows], int(self.config.get("pad_token_id") or 0))
+        types, _ = pad_rows([type_ids for _, type_ids in rows], 0)
         feeds = {"input_ids": input_ids, "attention_mask": mask}
         if "token_type_ids" in self.inputs:
             feeds["token_type_ids"] = types

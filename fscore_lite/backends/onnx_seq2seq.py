@@ -20,7 +20,7 @@ import hashlib
 import numpy as np
 
 from ..errors import ModelIntegrityError
-from .onnx_qa import OnnxTextModel, make_session
+from .onnx_qa import OnnxTextModel, make_session, pad_rows
 
 NEG = np.float32(-1.0e9)
 
@@ -205,47 +205,14 @@ class Seq2SeqGenerator(OnnxTextModel):
         return hidden, mask
 
     def decoder_runner(self, hidden: np.ndarray, mask: np.ndarray, rows: int):
-        """A ``step`` function for :func:`beam_search` that keeps the keys/values between calls."""
-        hidden = np.repeat(hidden, rows, axis=0)
-        mask = np.repeat(mask, rows, axis=0)
-        state: dict[str, np.ndarray] = {}
-        dec_out = [o.name for o in self.decoder.get_outputs()]
-
-        def step(last_tokens: np.ndarray, source) -> np.ndarray:
-            ids = np.asarray(last_tokens, dtype=np.int64).reshape(rows, 1)
-            if source is None:
-                feeds = {"input_ids": ids, "encoder_attention_mask": mask, "encoder_hidden_states": hidden}
-                if self.merged:
-                    feeds.update(self._empty_past(rows, hidden.shape[1]))
-                    feeds["use_cache_branch"] = np.array([False])
-                outs = dict(zip(dec_out, self.decoder.run(dec_out, feeds)))
-            else:
-                feeds = {"input_ids": ids, "encoder_attention_mask": mask}
-                for name in self.past_names:
-                    present = state[name]
-                    feeds[name] = present if ".encoder." in name else present[source]
-                session = self.decoder if self.merged else self.decoder_with_past
-                if self.merged:
-                    feeds["encoder_hidden_states"] = hidden
-                    feeds["use_cache_branch"] = np.array([True])
-                names = [o.name for o in session.get_outputs()]
-                outs = dict(zip(names, session.run(names, feeds)))
-            for name in self.past_names:
-                present = outs.get(name.replace("past_key_values.", "present."))
-                if present is not None and (source is None or ".encoder." not in name):
-                    state[name] = present
-            return outs["logits"][:, -1, :]
-
-        return step
+        """A ``step`` function for :func:`beam_search` of one input that keeps the keys/values
+        between calls (:meth:`decoder_runner_many` with that input alone: the same feeds)."""
+        step_many = self.decoder_runner_many(hidden, mask, rows)
+        return lambda last_tokens, source: step_many([0], [last_tokens], [source])[0]
 
     def encode_many(self, ids_list: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         """Several inputs in one encoder call, right-padded with the pad id (mask 0 there)."""
-        width = max(len(ids) for ids in ids_list)
-        input_ids = np.full((len(ids_list), width), self.pad_id, dtype=np.int64)
-        mask = np.zeros_like(input_ids)
-        for r, ids in enumerate(ids_list):
-            input_ids[r, : len(ids)] = ids
-            mask[r, : len(ids)] = 1
+        input_ids, mask = pad_rows(ids_list, self.pad_id)
         (hidden,) = self.encoder.run(["last_hidden_state"], {"input_ids": input_ids, "attention_mask": mask})
         return hidden, mask
 
