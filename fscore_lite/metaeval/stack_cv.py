@@ -35,6 +35,15 @@ class StackRows:
     trained_pacc: np.ndarray  # its PACC term with its fold's means
 
 
+def with_pacc_means(comb: Combiner, prob: np.ndarray, y: np.ndarray) -> Combiner:
+    """``comb`` with the mean of out-of-fold probabilities ``prob`` (nan: none) over supported and
+    unsupported rows as its PACC means; unchanged when either class has none."""
+    ok = ~np.isnan(prob)
+    if not (ok & (y == 1)).any() or not (ok & (y == 0)).any():
+        return comb
+    return comb.with_adjustment(float(prob[ok & (y == 1)].mean()), float(prob[ok & (y == 0)].mean()))
+
+
 def fit_stack(x: np.ndarray, y: np.ndarray, l2: float = 1.0) -> Combiner:
     """The stacked logistic combiner on rows ``x`` with the share-matching threshold."""
     comb = fit_logistic(x, y, STACK_FEATURES, l2=l2)
@@ -56,11 +65,7 @@ def fit_stack_adjusted(rows: StackRows, idx: np.ndarray, l2: float = 1.0, inner:
         if not te.any() or len(set(rows.y[tr])) < 2:
             continue
         prob[te] = fit_logistic(rows.x[tr], rows.y[tr], STACK_FEATURES, l2=l2).probability(rows.x[idx[te]])
-    ys = rows.y[idx]
-    ok = ~np.isnan(prob)
-    if not (ok & (ys == 1)).any() or not (ok & (ys == 0)).any():
-        return comb
-    return comb.with_adjustment(float(prob[ok & (ys == 1)].mean()), float(prob[ok & (ys == 0)].mean()))
+    return with_pacc_means(comb, prob, rows.y[idx])
 
 
 def pacc_terms(comb: Combiner, prob: np.ndarray) -> np.ndarray:

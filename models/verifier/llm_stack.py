@@ -40,7 +40,7 @@ def train_llm_combiner(bundle_dir: str | Path, settings, llm=None, every: int = 
     from fscore_lite.factscore.stacked import LLM_PASSAGES, LLM_WINDOW_TOKENS, llm_margin, logit_of
     from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
     from fscore_lite.metaeval.stack_cv import (StackRows, cross_validate_stack, fit_stack, pacc_terms,
-                                               subject_table)
+                                               subject_table, with_pacc_means)
     from fscore_lite.metaeval.verifier_cv import cross_validate, featurise, load_examples, worker_pool
     from fscore_lite.progress import Progress
     from fscore_lite.store import open_store
@@ -96,10 +96,7 @@ def train_llm_combiner(bundle_dir: str | Path, settings, llm=None, every: int = 
         raise FscoreError(f"the sample of {len(sample)} facts has one label only: lower --every")
     cv = cross_validate_stack(rows, oof.folds, l2)
     table = subject_table(rows, cv)
-    ok = ~np.isnan(cv.prob)
-    comb = fit_stack(rows.x, rows.y, l2)
-    if (ok & (rows.y == 1)).any() and (ok & (rows.y == 0)).any():
-        comb = comb.with_adjustment(float(cv.prob[ok & (rows.y == 1)].mean()), float(cv.prob[ok & (rows.y == 0)].mean()))
+    comb = with_pacc_means(fit_stack(rows.x, rows.y, l2), cv.prob, rows.y)
     record = {
         "llm": llm.name, "llm_sha256": llm.sha256, "chat_template": bool(llm.chat_template),
         "passages": LLM_PASSAGES, "window_tokens": LLM_WINDOW_TOKENS, "combiner": comb.to_json(),
