@@ -224,3 +224,25 @@ def test_batched_question_generation_matches_one_input_at_a_time(eos_qg):
         np.testing.assert_allclose([g["score"] for g in got], [a["score"] for a in alone], atol=1e-4)
     assert len({len(g[0]["ids"]) for g in many}) > 1  # the searches ended at different steps
     assert gen.beam_generate_many(texts[:1]) == [gen.beam_generate(texts[0])]
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp32"])
+def test_decoder_shortcuts_change_no_bit(eos_qg, precision):
+    """The first step decoded once per search and the cross-attention keys/values left
+    ungathered give exactly the beams and scores of the plain path (searches ending at
+    different steps, so the live set shrinks)."""
+    from fscore_lite.backends.onnx_seq2seq import BeamState, Seq2SeqGenerator, beam_search_many
+
+    _, b, entry = eos_qg
+    gen = Seq2SeqGenerator.from_bundle(b, entry, precision=precision)
+    texts = list(QG_TEXTS) + [QG_TEXTS[0] + " " + QG_TEXTS[-1]]
+    ids = [gen.tokenizer.encode(t).ids for t in texts]
+    out = {}
+    for shortcuts in (False, True):
+        hidden, mask = gen.encode_many(ids)
+        states = [BeamState(start_id=gen.start_id, eos_id=gen.eos_id, num_beams=5, max_length=128) for _ in ids]
+        beam_search_many(gen.decoder_runner_many(hidden, mask, 5, shortcuts=shortcuts), states)
+        out[shortcuts] = [st.results(5) for st in states]
+        lengths = {st.cur for st in states}
+    assert out[True] == out[False]  # token ids and float scores, compared exactly
+    assert len(lengths) > 1

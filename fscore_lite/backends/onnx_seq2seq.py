@@ -33,8 +33,16 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
 
 
 def _topk(x: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k largest values, best first; ties keep the lower index first."""
-    return np.argsort(-x, kind="stable")[:k]
+    """Indices of the k largest values, best first; ties keep the lower index first.
+
+    The same indices as ``np.argsort(-x, kind="stable")[:k]``: a partition finds the k-th
+    largest value, and only the values at or above it (every tie of it included, in index
+    order) are sorted, not the whole beams × vocabulary row."""
+    if k >= len(x) or len(x) <= 256 or np.isnan(x).any():
+        return np.argsort(-x, kind="stable")[:k]
+    kth = np.partition(x, len(x) - k)[len(x) - k]
+    cand = np.flatnonzero(x >= kth)
+    return cand[np.argsort(-x[cand], kind="stable")[:k]]
 
 
 def banned_ngram_tokens(tokens: np.ndarray, n: int) -> list[int]:
@@ -148,6 +156,13 @@ def beam_search_many(step_many, states: list[BeamState]) -> None:
         live = [i for i, z in zip(live, logits) if not states[i].advance(z)]
 
 
+def _blocks_uniform(x: np.ndarray, blocks: int, rows: int) -> bool:
+    """Whether every block of ``rows`` consecutive rows of ``x`` repeats its first row exactly
+    (then gathering rows within a block is the identity, and is skipped)."""
+    b = x.reshape(blocks, rows, -1)
+    return bool((b == b[:, :1]).all())
+
+
 class Seq2SeqGenerator(OnnxTextModel):
     """Encoder + decoder graphs of a T5-style model, decoded with :func:`beam_search`."""
 
@@ -216,14 +231,19 @@ class Seq2SeqGenerator(OnnxTextModel):
         (hidden,) = self.encoder.run(["last_hidden_state"], {"input_ids": input_ids, "attention_mask": mask})
         return hidden, mask
 
-    def decoder_runner_many(self, hidden: np.ndarray, mask: np.ndarray, rows: int):
+    def decoder_runner_many(self, hidden: np.ndarray, mask: np.ndarray, rows: int, shortcuts: bool = True):
         """A ``step_many`` function for :func:`beam_search_many` over the inputs of
         :meth:`encode_many`: one decoder call for all live searches (``rows`` hypotheses each),
-        their keys/values gathered row by row from the previous call's, finished searches dropped."""
+        their keys/values gathered row by row from the previous call's, finished searches dropped.
+
+        ``shortcuts`` (tested to change no bit): the first step, where a search's beams are all
+        the start token, decodes one row per search and repeats it; cross-attention keys/values,
+        then equal across a search's beams, are not regathered at every step."""
         hidden = np.repeat(hidden, rows, axis=0)
         mask = np.repeat(mask, rows, axis=0)
         state: dict[str, np.ndarray] = {}
         layout: list[int] = []  # the searches whose rows the state holds, in order
+        uniform: set[str] = set()  # past names whose rows are identical within each search's block
         dec_out = [o.name for o in self.decoder.get_outputs()]
 
         def step_many(live: list[int], last_tokens: list[np.ndarray], sources: list) -> list[np.ndarray]:
@@ -232,17 +252,29 @@ class Seq2SeqGenerator(OnnxTextModel):
             h, m = hidden[enc_rows], mask[enc_rows]
             first = sources[0] is None
             if first:
+                # Before the first step every beam of a search is the same hypothesis (the start
+                # token): decode one row per search and repeat its outputs over the beams.
+                one = ids.reshape(len(live), rows)
+                dedupe = shortcuts and bool((one == one[:, :1]).all())
+                if dedupe:
+                    ids, h, m = one[:, :1], h[::rows], m[::rows]
                 feeds = {"input_ids": ids, "encoder_attention_mask": m, "encoder_hidden_states": h}
                 if self.merged:
                     feeds.update(self._empty_past(len(ids), h.shape[1]))
                     feeds["use_cache_branch"] = np.array([False])
                 outs = dict(zip(dec_out, self.decoder.run(dec_out, feeds)))
+                if dedupe:
+                    outs = {k: np.repeat(v, rows, axis=0) for k, v in outs.items()}
             else:
                 block = {j: pos for pos, j in enumerate(layout)}
                 gather = np.concatenate([block[j] * rows + np.asarray(src) for j, src in zip(live, sources)])
                 feeds = {"input_ids": ids, "encoder_attention_mask": m}
                 for name in self.past_names:
-                    feeds[name] = state[name][gather]
+                    if name in uniform:  # every row of a block holds the same keys/values: no gather
+                        feeds[name] = state[name] if live == layout else state[name][
+                            np.concatenate([np.arange(block[j] * rows, (block[j] + 1) * rows) for j in live])]
+                    else:
+                        feeds[name] = state[name][gather]
                 session = self.decoder if self.merged else self.decoder_with_past
                 if self.merged:
                     feeds["encoder_hidden_states"] = h
@@ -255,6 +287,9 @@ class Seq2SeqGenerator(OnnxTextModel):
                     state[name] = present
                 else:  # the cross-attention keys/values of the first step, regathered
                     state[name] = feeds[name]
+            if first:  # cross-attention keys/values equal across a search's beams are never regathered
+                uniform.update(name for name in self.past_names if ".encoder." in name
+                               and shortcuts and _blocks_uniform(state[name], len(live), rows))
             layout[:] = live
             logits = outs["logits"][:, -1, :]
             return [logits[p * rows : (p + 1) * rows] for p in range(len(live))]
