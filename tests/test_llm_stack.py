@@ -200,3 +200,42 @@ def test_cli_fits_a_combiner_for_a_gguf_file(tmp_path, tiny_inputs, settings_1t)
     assert records[real.get(settings_1t.llm).sha256]["training"]["every"] == 25
     bad = CliRunner().invoke(app, ["train", "llm-combiner", "--every", "0", "--models-dir", str(bundle_dir)])
     assert bad.exit_code != 0 and "--every must be 1 or more" in str(bad.exception)
+
+
+def test_held_out_er_of_the_stack_beside_the_trained_verifier(stack_build, tiny_inputs):  # noqa: F811
+    from fscore_lite.metaeval.stack_er import format_stack_er_report, run_stack_er_cv
+    from fscore_lite.metaeval.verifier_cv import run_er_cv
+
+    bundle_dir, settings, record, _ = stack_build
+    s = settings.with_(models_dir=bundle_dir)
+    llm = ScriptedLLM()
+    rep = run_stack_er_cv(tiny_inputs["data"], s, 2, llm=llm, progress=False)
+    # the human sample is the fit's, and so is its out-of-fold per-fact table
+    assert rep["human_sample"] == record["training"]["sample_facts"] and rep["per_fact"] == record["training"]["cv"]
+    # one margin per human sample fact and per model fact of every held-out bio
+    assert len(llm.prompts) == rep["human_sample"] + rep["model_facts"]
+    # the trained column is the trained verifier's own held-out estimate of the same bios
+    trained = {r["subject"]: r for r in run_er_cv(tiny_inputs["data"], s, 2, progress=False)["subjects"]}
+    assert {r["subject"] for r in rep["subjects"]} == set(trained)
+    for r in rep["subjects"]:
+        t = trained[r["subject"]]
+        assert r["n_bios"] == t["n_bios"] and r["human"] == pytest.approx(t["human"])
+        assert r["trained"]["estimated"] == pytest.approx(t["estimated"])
+        assert 0.0 <= r["stacked"]["estimated"] <= 100.0
+        assert r["stacked"]["error_rate"] == pytest.approx(abs(r["stacked"]["estimated"] - r["human"]))
+    assert rep["model_facts"] == sum(r["n_facts"] for r in rep["subjects"])
+    text = format_stack_er_report(rep)
+    assert text.startswith("held-out topics: 2-fold") and "llm+trained" in text.splitlines()[1]
+
+    # a fixed sample of one bio per subject: same stacks, fewer margins, same estimate per bio
+    one = run_stack_er_cv(tiny_inputs["data"], s, 2, limit=1, llm=ScriptedLLM(), progress=False)
+    assert all(r["n_bios"] == 1 for r in one["subjects"]) and one["bios"] == len(one["subjects"])
+    full = {(b["subject"], b["topic"]): b for b in rep["per_bio"]}
+    assert all(full[(b["subject"], b["topic"])] == b for b in one["per_bio"])
+    again = run_stack_er_cv(tiny_inputs["data"], s, 2, limit=1, llm=ScriptedLLM(), progress=False)
+    timing = ("llm_s", "total_s")
+    assert {k: v for k, v in again.items() if k not in timing} == {k: v for k, v in one.items() if k not in timing}
+    with pytest.raises(FscoreError, match="no llm\\+trained combiner"):
+        other = ScriptedLLM()
+        other.sha256 = hashlib.sha256(b"another model").hexdigest()
+        run_stack_er_cv(tiny_inputs["data"], s, 2, llm=other, progress=False)

@@ -38,8 +38,8 @@ def factscore_er(
     context_budget: int = typer.Option(2048, "--context-budget"),
     baseline: bool = typer.Option(False, "--baseline", help="Also print the model-free word-overlap floor."),
     verifier: str = typer.Option("llm", "--verifier", help="llm (the reference's LM judge), trained or llm+trained (needs `models train llm-combiner`)."),
-    cv: Optional[int] = typer.Option(None, "--cv", help="With --verifier trained: K-fold topic-grouped cross-validation "
-                                     "(every topic scored by a combiner that never saw it)."),
+    cv: Optional[int] = typer.Option(None, "--cv", help="With --verifier trained or llm+trained: K-fold topic-grouped "
+                                     "cross-validation (every topic scored by combiners that never saw it)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write the HTML report of the estimated runs, "
                                           "each beside the human FActScore of the same bios (as `report --human`)."),
@@ -52,13 +52,24 @@ def factscore_er(
     settings = Settings().with_(llm=llm, threads=threads)
     subs = [s.strip() for s in subjects.split(",")] if subjects else None
     if cv is not None:
-        if verifier != "trained":
-            raise FscoreError("--cv cross-validates the trained verifier's combiner: add --verifier trained")
+        if verifier not in ("trained", "llm+trained"):
+            raise FscoreError("--cv cross-validates the trained verifier's combiners: add --verifier trained "
+                              "or --verifier llm+trained")
         from ..metaeval.labeled import SUBJECTS
-        from ..metaeval.verifier_cv import format_cv_report, run_er_cv
 
         if report is not None:
             raise FscoreError("--report is not available with --cv (it writes no per-bio outputs)")
+        if verifier == "llm+trained":
+            from ..metaeval.stack_er import format_stack_er_report, run_stack_er_cv
+
+            result = run_stack_er_cv(data, settings, cv, limit=limit, subjects=tuple(subs or SUBJECTS),
+                                     chat_template=chat_template)
+            typer.echo(json.dumps(result, indent=2) if as_json else format_stack_er_report(result))
+            return
+        if limit is not None:
+            raise FscoreError("--limit with --cv needs --verifier llm+trained (the trained CV scores every bio in seconds)")
+        from ..metaeval.verifier_cv import format_cv_report, run_er_cv
+
         result = run_er_cv(data, settings, cv, subjects=tuple(subs or SUBJECTS))
         typer.echo(json.dumps(result, indent=2) if as_json else format_cv_report(result))
         return

@@ -23,8 +23,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
-
 from fscore_lite.errors import FscoreError
 from fscore_lite.manifest import Bundle, ModelEntry
 
@@ -37,12 +35,11 @@ def train_llm_combiner(bundle_dir: str | Path, settings, llm=None, every: int = 
     from the bundle); return its record. ``data`` as for the verifier build (default shipped)."""
     from fscore_lite.backends.llm import load_llm
     from fscore_lite.cache import CallCache
-    from fscore_lite.factscore.stacked import LLM_PASSAGES, LLM_WINDOW_TOKENS, llm_margin, logit_of
+    from fscore_lite.factscore.stacked import LLM_PASSAGES, LLM_WINDOW_TOKENS
     from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
-    from fscore_lite.metaeval.stack_cv import (StackRows, cross_validate_stack, fit_stack, pacc_terms,
-                                               subject_table, with_pacc_means)
+    from fscore_lite.metaeval.stack_cv import cross_validate_stack, fit_stack, subject_table, with_pacc_means
+    from fscore_lite.metaeval.stack_er import human_sample_margins, human_stack_rows
     from fscore_lite.metaeval.verifier_cv import cross_validate, featurise, load_examples, worker_pool
-    from fscore_lite.progress import Progress
     from fscore_lite.store import open_store
 
     if every < 1:
@@ -67,31 +64,13 @@ def train_llm_combiner(bundle_dir: str | Path, settings, llm=None, every: int = 
     featurise(ex, *pool[0], None, more=pool[1:])
     names = tuple(ventry.extra["combiner"]["features"])
     oof = cross_validate(ex, names, folds_n, l2, adjust=True)
-    fold_comb = dict(zip(sorted(set(oof.folds.values())), oof.combiners))
     log(f"trained verifier: out-of-fold probabilities for {len(ex.human)} human facts ({folds_n} topic-grouped folds)")
 
     llm = llm if llm is not None else load_llm(settings, bundle, cache)
-    sample = list(range(0, len(ex.human), every))
-    retriever = pool[0][0]
-    margins, t = [], time.monotonic()
-    bar = Progress(None, f"{llm.name} margins", enabled=progress)
-    bar.add_total(len(sample), "facts")
-    for i in sample:
-        f = ex.human[i]
-        margins.append(llm_margin(llm, f.topic, f.text, retriever.retrieve(f.topic, f.text)))
-        bar.advance(1, unit="facts")
-    bar.close()
+    t = time.monotonic()
+    sample, margins = human_sample_margins(ex, llm, pool[0][0], every, progress)
     llm_s = time.monotonic() - t
-
-    topics = [ex.human[i].topic for i in sample]
-    tprob = np.asarray([oof.human_prob[i] for i in sample])
-    rows = StackRows(
-        topics=topics, subjects=[ex.bios[ex.human[i].bio].subject for i in sample],
-        x=np.asarray([[logit_of(p), m] for p, m in zip(tprob, margins)], dtype=np.float64),
-        y=np.asarray([1.0 if ex.human[i].label else 0.0 for i in sample]),
-        trained_prob=tprob, trained_pred=np.asarray([oof.human_pred[i] for i in sample]),
-        trained_pacc=np.asarray([float(pacc_terms(fold_comb[oof.folds[tp]], np.asarray([p]))[0])
-                                 for tp, p in zip(topics, tprob)]))
+    rows = human_stack_rows(ex, oof, sample, margins)
     if len(set(rows.y)) < 2:
         raise FscoreError(f"the sample of {len(sample)} facts has one label only: lower --every")
     cv = cross_validate_stack(rows, oof.folds, l2)
