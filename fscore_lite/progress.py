@@ -157,9 +157,18 @@ class Progress:
         return left + (unbegun * u.total / begun if unbegun else 0.0)
 
     def eta(self) -> float | None:
-        """Seconds left, or ``None`` while some remaining work has no measured rate yet."""
+        """Seconds left, or ``None`` while some remaining work has no measured rate yet. Without an
+        item total, only a run whose every unit was declared in full up front has one."""
         if self.total is None:
-            return None
+            if not self.units or not all(u.upfront for u in self.units.values()):
+                return None
+            secs = 0.0
+            for u in self.units.values():
+                if u.total > u.done:
+                    if not u.done:
+                        return None
+                    secs += (u.total - u.done) * u.seconds / u.done
+            return secs
         worked = self.done - self.skipped
         items_left = max(self.total - self.done, 0)
         if items_left == 0:
@@ -195,10 +204,12 @@ class Progress:
         el = self.elapsed()
         parts = [f"{self.done}/{self.total} {self.item_unit}" if self.total is not None
                  else f"{self.done} {self.item_unit}"]
+        if self.total is None and not self.done and self.units:
+            parts = []  # a run counted in units only
         for name, u in self.units.items():
             left = self.remaining(name)
             known = max(u.total - u.done, 0)
-            if left is None or self.total is None:
+            if left is None or (self.total is None and not u.upfront):
                 count = f"{u.done} {name}"
             elif left > known:  # includes the extrapolation to items not begun
                 count = f"{u.done}/~{round(u.done + left)} {name}"
@@ -208,8 +219,9 @@ class Progress:
                 count += f" ({u.done / u.seconds:.2f} {name.split()[0]}/s)"
             parts.append(count)
         parts.append(f"elapsed {_fmt(el)}")
-        if self.total is not None:
-            parts.append(f"eta {_fmt(self.eta())}")
+        eta = self.eta()
+        if self.total is not None or eta is not None:
+            parts.append(f"eta {_fmt(eta)}")
         if note:
             parts.append(note)
         return ", ".join(parts)

@@ -99,6 +99,19 @@ def test_unknown_total_counts_and_rates():
     assert out.getvalue().splitlines()[-1].startswith("kb build: 4 pages, 50 passages (25.00 passages/s)")
 
 
+def test_a_run_counted_in_units_declared_up_front_has_an_eta():
+    clock, out = Clock(), io.StringIO()
+    p = Progress(None, "margins", stream=out, clock=clock, tty=False)
+    p.add_total(10, "facts")
+    assert p.eta() is None  # no rate yet
+    clock.tick(4)
+    p.advance(2, unit="facts")
+    assert p.eta() == pytest.approx(16.0)  # 8 facts left at 2 s each
+    assert p.line() == "2/10 facts (0.50 facts/s), elapsed 0m04s, eta 0m16s"
+    p.add_total(5, "more")  # declared while the run is under way: its total is not the run's
+    assert p.eta() is None
+
+
 FACT_ITEMS = [{"topic": "Travis Oliphant", "facts": ["Travis Oliphant created NumPy.",
                                                      "Travis Oliphant is a data scientist.",
                                                      "Travis Oliphant was born on the Moon."]},
