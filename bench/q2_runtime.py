@@ -361,6 +361,13 @@ runs each question alone; fscore-lite runs the response's QA questions in one ca
   weights across its 24 layers and the ONNX export feeds them to the MatMuls through `Identity` nodes;
   the export folds those before quantizing (`models/quantize.py`), so all its weight MatMuls run in int8.
 - Load time (transformers `from_pretrained` vs ONNX session creation): {loads}.
+- Both libraries are imported before the cores are pinned: onnxruntime imported inside a one-core
+  affinity mask ran its int8 kernels 2.2× slower for the whole process (`bench/common.py`), which
+  this section's runs before 2026-12-01 18:36 suffered on the ONNX side only.
+- QG's beam search takes each step's top 2 × beams of beams × vocabulary scores by partition (a
+  full sort was 59% of its time), decodes the first step once per question (its beams are all the
+  start token) and leaves the cross-attention keys/values, equal across a question's beams, in
+  place; each is tested to give the same bits (`tests/test_q2_onnx.py`, `tests/test_q2_rules.py`).
 - int8 batched vs fp32 reference, same decision per question (argmax span / label / first beam; first thread
   count; random weights make logits nearly flat, so this is a worst case for int8 — see `int8_fp32` for the
   real embedder): {agree}.

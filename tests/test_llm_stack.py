@@ -224,6 +224,9 @@ def test_held_out_er_of_the_stack_beside_the_trained_verifier(stack_build, tiny_
         assert 0.0 <= r["stacked"]["estimated"] <= 100.0
         assert r["stacked"]["error_rate"] == pytest.approx(abs(r["stacked"]["estimated"] - r["human"]))
     assert rep["model_facts"] == sum(r["n_facts"] for r in rep["subjects"])
+    for side in ("trained", "stacked"):
+        assert rep["per_bio_mean_abs_error"][side] == pytest.approx(
+            np.mean([abs(b[side] - b["human"]) for b in rep["per_bio"]]))
     text = format_stack_er_report(rep)
     assert text.startswith("held-out topics: 2-fold") and "llm+trained" in text.splitlines()[1]
 

@@ -196,12 +196,14 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
         present = [s for s in RANKING if s in order]
         return order == present if len(present) > 1 else None
 
+    per_bio = [{"subject": ex.bios[i].subject, "topic": ex.bios[i].topic, "human": 100 * ex.human_share[i],
+                "trained": 100 * oof.bio_estimate[i], "stacked": 100 * stacked[i]} for i in bios]
+    mae = {k: float(np.mean([abs(b[k] - b["human"]) for b in per_bio])) for k in ("trained", "stacked")}
     return {"folds": folds, "verifier": entry.name, "verifier_sha256": entry.sha256, "llm": llm.name,
             "llm_sha256": llm.sha256, "chat_template": bool(chat_template), "limit": limit, "every": every,
             "topics": len(ex.topics), "bios": len(bios), "model_facts": n_facts, "human_sample": len(sample),
             "subjects": table,
-            "per_bio": [{"subject": ex.bios[i].subject, "topic": ex.bios[i].topic, "human": 100 * ex.human_share[i],
-                         "trained": 100 * oof.bio_estimate[i], "stacked": 100 * stacked[i]} for i in bios],
+            "per_bio": per_bio, "per_bio_mean_abs_error": mae,
             "ranking_preserved": {"trained": ranking("trained"), "stacked": ranking("stacked")},
             "per_fact": per_fact, "llm_s": round(llm_s, 1), "total_s": round(time.monotonic() - t0, 1)}
 
@@ -222,6 +224,8 @@ def format_stack_er_report(report: dict) -> str:
     rp = report["ranking_preserved"]
     lines.append(f"ranking InstructGPT < ChatGPT < PerplexityAI preserved: trained {rp['trained']}, "
                  f"llm+trained {rp['stacked']}")
+    mae = report["per_bio_mean_abs_error"]
+    lines.append(f"per bio, mean |estimate − human|: trained {mae['trained']:.1f}, llm+trained {mae['stacked']:.1f}")
     lines.append(f"per fact, out of fold, on the stack's sample of {report['human_sample']} human facts "
                  f"(every {report['every']}th):")
     lines.append(format_stack_table(report["per_fact"]))
