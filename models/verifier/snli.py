@@ -18,7 +18,7 @@ LABELS = ("entailment", "neutral", "contradiction")
 
 @dataclass
 class SnliConfig:
-    pairs: int = 20_000  # training pairs, a seeded sample of the 100,000 shipped
+    pairs: int = 50_000  # training pairs, a seeded sample of the 100,000 shipped
     max_length: int = 64
     epochs: float = 1.0
     batch_size: int = 32
