@@ -268,11 +268,13 @@ class Seq2SeqGenerator(OnnxTextModel):
             else:
                 block = {j: pos for pos, j in enumerate(layout)}
                 gather = np.concatenate([block[j] * rows + np.asarray(src) for j, src in zip(live, sources)])
+                # rows of the searches still live (all of them while none has finished)
+                kept = None if live == layout else np.concatenate(
+                    [np.arange(block[j] * rows, (block[j] + 1) * rows) for j in live])
                 feeds = {"input_ids": ids, "encoder_attention_mask": m}
                 for name in self.past_names:
                     if name in uniform:  # every row of a block holds the same keys/values: no gather
-                        feeds[name] = state[name] if live == layout else state[name][
-                            np.concatenate([np.arange(block[j] * rows, (block[j] + 1) * rows) for j in live])]
+                        feeds[name] = state[name] if kept is None else state[name][kept]
                     else:
                         feeds[name] = state[name][gather]
                 session = self.decoder if self.merged else self.decoder_with_past

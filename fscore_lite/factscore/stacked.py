@@ -68,13 +68,30 @@ def stack_record(entry, llm) -> dict | None:
     return entry.extra.get("llm_combiners", {}).get(llm.sha256)
 
 
+def check_prompt_style(record: dict, llm) -> None:
+    """Refuse a combiner fitted with the other prompt style (chat template or completion)."""
+    if bool(record.get("chat_template", False)) != bool(llm.chat_template):
+        raise FscoreError(f"the llm+trained combiner for {llm.name} was fitted with chat_template="
+                          f"{record.get('chat_template', False)}; run with the same prompt style")
+
+
+def require_stack_record(entry, llm, manifest_path) -> dict:
+    """:func:`stack_record`, refused (with the command that fits one) when missing or fitted
+    with the other prompt style."""
+    record = stack_record(entry, llm)
+    if record is None:
+        raise FscoreError(
+            f"the verifier {entry.name} in {manifest_path} has no llm+trained combiner for "
+            f"{llm.name} ({llm.sha256[:12]}): fit one with `fscore-lite models train llm-combiner --llm {llm.name}`")
+    check_prompt_style(record, llm)
+    return record
+
+
 class LlmTrainedVerifier:
     """Applies a trained verifier and an LLM's margin through the stacked combiner for that LLM."""
 
     def __init__(self, trained: TrainedVerifier, llm, record: dict):
-        if bool(record.get("chat_template", False)) != bool(llm.chat_template):
-            raise FscoreError(f"the llm+trained combiner for {llm.name} was fitted with chat_template="
-                              f"{record.get('chat_template', False)}; run with the same prompt style")
+        check_prompt_style(record, llm)
         self.trained = trained
         self.llm = llm
         self.record = record
@@ -85,13 +102,7 @@ class LlmTrainedVerifier:
 
     @classmethod
     def from_bundle(cls, bundle, trained: TrainedVerifier, llm) -> "LlmTrainedVerifier":
-        entry = bundle.get(trained.name)
-        record = stack_record(entry, llm)
-        if record is None:
-            raise FscoreError(
-                f"the verifier {trained.name} in {bundle.manifest_path} has no llm+trained combiner for "
-                f"{llm.name} ({llm.sha256[:12]}): fit one with `fscore-lite models train llm-combiner --llm {llm.name}`")
-        return cls(trained, llm, record)
+        return cls(trained, llm, require_stack_record(bundle.get(trained.name), llm, bundle.manifest_path))
 
     def margin(self, topic: str, fact: str, evidence: list[Evidence]) -> float:
         return llm_margin(self.llm, topic, fact, evidence, self.passages, self.window_tokens)

@@ -24,6 +24,14 @@ from .labeled import SUBJECTS, AnnotatedBio, load_subject
 RANKING = ("InstructGPT", "ChatGPT", "PerplexityAI")  # the paper's order, worst to best
 
 
+def ranking_preserved(estimates: dict[str, float]) -> bool | None:
+    """Whether subjects ordered by estimate (``{subject: estimate}``, ties in the given order)
+    follow :data:`RANKING`; None with fewer than two of its subjects."""
+    order = sorted(estimates, key=lambda s: estimates[s])
+    present = [s for s in RANKING if s in order]
+    return order == present if len(present) > 1 else None
+
+
 def wiki_pages(data: str | Path) -> tuple[dict[str, str], list[Path]]:
     """{topic: page text} from every ``wiki-*/pages.jsonl`` under ``data``."""
     files = sorted(Path(data).glob("wiki-*/pages.jsonl"))
@@ -165,15 +173,13 @@ def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=
 
         report_path = str(write_report(runs, report, human=data,
                                        title="FActScore estimator vs human annotation"))
-    order = [r.subject for r in sorted(results, key=lambda r: r.estimated)]
-    present = [s for s in RANKING if s in order]
     return {
         "note": seen, "verifier": scorer.verifier_kind,
         "verifier_model": scorer.trained.name if scorer.trained is not None else None,
         "mode": mode, "limit": limit, "store": str(store_path), "llm": scorer.llm.name if scorer.llm_loaded else None,
         "prompt_style": "chat-template" if chat_template else "completion",
         "subjects": [r.__dict__ | {"error_rate": r.error_rate} for r in results],
-        "ranking_preserved": order == present if len(present) > 1 else None,
+        "ranking_preserved": ranking_preserved({r.subject: r.estimated for r in results}),
         "llm_calls": scorer.llm.stats.__dict__ if scorer.llm_loaded else {},
         "verification_s": scorer.timings.verification,
         "facts_verified": scorer.timings.facts_verified,

@@ -19,6 +19,7 @@ for the 1.5B model): ``--limit N`` takes a fixed sample of N bios per subject
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -122,11 +123,11 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
     from ..backends.llm import load_llm
     from ..cache import CallCache
     from ..factscore.combiner import Combiner
-    from ..factscore.stacked import llm_margin, stack_record
+    from ..factscore.stacked import llm_margin, require_stack_record
     from ..manifest import Bundle
     from ..progress import Progress
     from ..store import open_store
-    from .factscore_er import RANKING, ensure_store, wiki_pages
+    from .factscore_er import ensure_store, ranking_preserved, wiki_pages
     from .verifier_cv import featurise, load_examples, worker_pool
 
     if folds < 2:
@@ -140,14 +141,7 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
         raise FscoreError(f"no trained verifier in {bundle.manifest_path}: run `fscore-lite models train verifier` first")
     cache = CallCache(settings.cache_path if settings.use_cache else None)
     llm = llm if llm is not None else load_llm(settings, bundle, cache, chat_template=chat_template)
-    chat_template = bool(llm.chat_template)
-    record = stack_record(entry, llm)
-    if record is None:
-        raise FscoreError(f"the verifier {entry.name} in {bundle.manifest_path} has no llm+trained combiner for "
-                          f"{llm.name}: fit one with `fscore-lite models train llm-combiner --llm {llm.name}`")
-    if bool(record.get("chat_template", False)) != bool(chat_template):
-        raise FscoreError(f"the llm+trained combiner for {llm.name} was fitted with chat_template="
-                          f"{record.get('chat_template', False)}; run with the same prompt style")
+    record = require_stack_record(entry, llm, bundle.manifest_path)
     store = open_store(store_path)
     pool = worker_pool(bundle, store, entry, cache, settings.threads, int(entry.extra.get("k", 5)),
                        int(entry.extra.get("window_tokens", 64)), int(entry.extra.get("ce_passages", 2)))
@@ -168,7 +162,8 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
     per_fact = subject_table(rows, cross_validate_stack(rows, oof.folds, l2))
 
     bios = held_out_bios(ex, limit, subjects)
-    n_facts = sum(1 for f in ex.model if f.bio in set(bios))
+    facts_of = Counter(f.bio for f in ex.model)
+    n_facts = sum(facts_of[i] for i in bios)
     bar = Progress(None, f"{llm.name} margins (model facts)", enabled=progress)
     bar.add_total(n_facts, "facts")
     passages, window = _prompt(record)
@@ -187,24 +182,20 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
         human = 100 * float(np.mean([ex.human_share[i] for i in idx]))
         t_est = 100 * float(np.mean([oof.bio_estimate[i] for i in idx]))
         s_est = 100 * float(np.mean([stacked[i] for i in idx]))
-        table.append({"subject": s, "n_bios": len(idx), "n_facts": sum(1 for f in ex.model if f.bio in set(idx)),
+        table.append({"subject": s, "n_bios": len(idx), "n_facts": sum(facts_of[i] for i in idx),
                       "human": human, "trained": {"estimated": t_est, "error_rate": abs(t_est - human)},
                       "stacked": {"estimated": s_est, "error_rate": abs(s_est - human)}})
-
-    def ranking(key):
-        order = [r["subject"] for r in sorted(table, key=lambda r: r[key]["estimated"])]
-        present = [s for s in RANKING if s in order]
-        return order == present if len(present) > 1 else None
 
     per_bio = [{"subject": ex.bios[i].subject, "topic": ex.bios[i].topic, "human": 100 * ex.human_share[i],
                 "trained": 100 * oof.bio_estimate[i], "stacked": 100 * stacked[i]} for i in bios]
     mae = {k: float(np.mean([abs(b[k] - b["human"]) for b in per_bio])) for k in ("trained", "stacked")}
     return {"folds": folds, "verifier": entry.name, "verifier_sha256": entry.sha256, "llm": llm.name,
-            "llm_sha256": llm.sha256, "chat_template": bool(chat_template), "limit": limit, "every": every,
+            "llm_sha256": llm.sha256, "chat_template": bool(llm.chat_template), "limit": limit, "every": every,
             "topics": len(ex.topics), "bios": len(bios), "model_facts": n_facts, "human_sample": len(sample),
             "subjects": table,
             "per_bio": per_bio, "per_bio_mean_abs_error": mae,
-            "ranking_preserved": {"trained": ranking("trained"), "stacked": ranking("stacked")},
+            "ranking_preserved": {k: ranking_preserved({r["subject"]: r[k]["estimated"] for r in table})
+                                  for k in ("trained", "stacked")},
             "per_fact": per_fact, "llm_s": round(llm_s, 1), "total_s": round(time.monotonic() - t0, 1)}
 
 

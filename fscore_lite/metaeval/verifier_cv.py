@@ -277,7 +277,7 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
     from ..manifest import Bundle
     from ..progress import Progress
     from ..store import open_store
-    from .factscore_er import RANKING, ensure_store, wiki_pages
+    from .factscore_er import ensure_store, ranking_preserved, wiki_pages
 
     if folds < 2:
         raise FscoreError(f"--cv needs at least 2 folds, not {folds}")
@@ -307,15 +307,10 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
             "lexical": per_subject(ex, cross_validate(ex, FEATURES, folds, l2, adjust=adjust)),
             "floor": per_subject(ex, _floor(ex, pages))}
 
-    def ranking(table):
-        order = [r["subject"] for r in sorted(table, key=lambda r: r["estimated"])]
-        present = [s for s in RANKING if s in order]
-        return order == present if len(present) > 1 else None
-
     return {"folds": folds, "verifier": verifier.name, "share": "adjusted (PACC)" if adjust else "decisions", "verifier_sha256": verifier.sha256, "store": str(store_path),
             "topics": len(ex.topics), "bios": len(ex.bios), "human_facts": len(ex.human), "model_facts": len(ex.model),
             "subjects": rows["trained"], "lexical": rows["lexical"], "floor": rows["floor"],
-            "ranking_preserved": {k: ranking(v) for k, v in rows.items()},
+            "ranking_preserved": {k: ranking_preserved({r["subject"]: r["estimated"] for r in v}) for k, v in rows.items()},
             "features_s": round(time.monotonic() - t0, 1)}
 
 
