@@ -159,30 +159,23 @@ class Progress:
     def eta(self) -> float | None:
         """Seconds left, or ``None`` while some remaining work has no measured rate yet. Without an
         item total, only a run whose every unit was declared in full up front has one."""
-        if self.total is None:
-            if not self.units or not all(u.upfront for u in self.units.values()):
-                return None
-            secs = 0.0
-            for u in self.units.values():
-                if u.total > u.done:
-                    if not u.done:
-                        return None
-                    secs += (u.total - u.done) * u.seconds / u.done
-            return secs
+        units_only = self.total is None
+        if units_only and not (self.units and all(u.upfront for u in self.units.values())):
+            return None
         worked = self.done - self.skipped
-        items_left = max(self.total - self.done, 0)
-        if items_left == 0:
+        items_left = 0 if units_only else max(self.total - self.done, 0)
+        if not units_only and items_left == 0:
             return 0.0
         secs = 0.0
         for name, u in self.units.items():
-            left = self.remaining(name)
+            left = self.remaining(name)  # without an item total: the declared units left
             if left is None:
                 return None
             if left > 0:
                 if not u.done:
                     return None
                 secs += left * u.seconds / u.done
-        if worked:
+        if worked and items_left:
             secs += items_left * self.item_seconds / worked
         elif not self.units:
             return None
