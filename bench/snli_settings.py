@@ -21,6 +21,8 @@ def main() -> None:
     ap.add_argument("epochs", type=float, nargs="?", default=1.0)
     ap.add_argument("--max-length", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the build's)")
+    ap.add_argument("--batch-size", type=int, default=None, help="pairs per step (default: the build's)")
     a = ap.parse_args()
 
     from fscore_lite.settings import Settings
@@ -32,9 +34,13 @@ def main() -> None:
     files = snli_files(home, log=lambda m: None)
     ckpt = minilm_checkpoint(home, log=lambda m: None)
     t = time.monotonic()
-    _, report = train_snli(ckpt, files, SnliConfig(pairs=a.pairs, epochs=a.epochs, max_length=a.max_length),
+    cfg = SnliConfig(pairs=a.pairs, epochs=a.epochs, max_length=a.max_length)
+    cfg.lr = a.lr if a.lr is not None else cfg.lr
+    cfg.batch_size = a.batch_size if a.batch_size is not None else cfg.batch_size
+    _, report = train_snli(ckpt, files, cfg,
                            seed=0, threads=a.threads, bf16=cpu_has_bf16(), log=lambda m: None)
     report["wall_s"] = round(time.monotonic() - t, 1)
+    report["lr"], report["batch_size"] = cfg.lr, cfg.batch_size
     print(json.dumps(report))
 
 

@@ -9,6 +9,9 @@ import os as _os
 # OpenMP runtimes (llama.cpp's ggml, torch in the build step) busy-wait between parallel regions
 # by default; on a machine where another process is busy that makes 2 threads many times slower
 # than 1. Wait passively, as the benchmarks measure; set before llama_cpp or torch is loaded.
+# The build step's torch training lifts this default (models/verifier/torch_train.py) unless the
+# user set the variable: USER_OMP_WAIT_POLICY is what the user set, None when fscore-lite chose.
+USER_OMP_WAIT_POLICY = _os.environ.get("OMP_WAIT_POLICY")
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .errors import FscoreError, InputError, ModelIntegrityError, ModelNotInstalled, StoreError

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -187,6 +188,37 @@ def test_if_missing_skips_a_build_with_the_same_settings(tiny_build, tiny_inputs
     assert not _trained_with(bundle_dir, VerifierConfig(threads=1, folds=3), tiny_inputs["data"], BUILDER)
     assert not _trained_with(bundle_dir, same, None, BUILDER)  # other training data
     assert not _trained_with(bundle_dir, same, tiny_inputs["data"], BUILDER - 1)  # an older recipe is rebuilt
+
+
+_SPY_TORCH_IMPORT = """
+import importlib.abc, json, os, sys
+seen = []
+class Spy(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" and not seen:
+            seen.append(os.environ.get("OMP_WAIT_POLICY"))
+        return None
+sys.meta_path.insert(0, Spy())
+import fscore_lite
+from fscore_lite_models.verifier.torch_train import load_torch
+load_torch()
+print(json.dumps({"at_import": seen[0], "after": os.environ.get("OMP_WAIT_POLICY")}))
+"""
+
+
+@pytest.mark.parametrize("user,at_import,after", [(None, None, "PASSIVE"), ("ACTIVE", "ACTIVE", "ACTIVE")])
+def test_training_loads_torch_with_libgomp_bounded_spin_unless_the_user_chose(user, at_import, after):
+    """libgomp reads OMP_WAIT_POLICY when torch loads: the build's torch sees it unset (its own
+    bounded spin-wait) unless the user set it; the runtime's passive default is restored after."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if user:
+        env["OMP_WAIT_POLICY"] = user
+    out = subprocess.run([sys.executable, "-c", _SPY_TORCH_IMPORT], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == {"at_import": at_import, "after": after}
 
 
 # --- the pieces, without training ---

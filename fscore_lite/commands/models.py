@@ -163,7 +163,7 @@ def train_verifier(
         None, "--data", help="Folder with factscore-labeled/ and wiki-*/pages.jsonl (default: the training data shipped "
                              "in models/data: the 85 dev topics)."),
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP),
-    snli_pairs: int = typer.Option(50_000, "--snli-pairs", help="SNLI training pairs (a seeded sample of 100,000)."),
+    snli_pairs: int = typer.Option(75_000, "--snli-pairs", help="SNLI training pairs (a seeded sample of 100,000)."),
     epochs: float = typer.Option(1.0, "--epochs", help="Passes over the SNLI sample."),
     max_length: int = typer.Option(64, "--max-length", help="SNLI pair length in tokens."),
     window_tokens: int = typer.Option(64, "--window-tokens", help="(evidence window, fact) pair length at run time."),
