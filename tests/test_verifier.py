@@ -190,6 +190,69 @@ def test_if_missing_skips_a_build_with_the_same_settings(tiny_build, tiny_inputs
     assert not _trained_with(bundle_dir, same, tiny_inputs["data"], BUILDER - 1)  # an older recipe is rebuilt
 
 
+@pytest.fixture(scope="module")
+def tiny_fact_build(tmp_path_factory, tiny_inputs):
+    from fscore_lite_models.verifier.fact_stage import FactStageConfig
+
+    root = tmp_path_factory.mktemp("verifier-facts")
+    return _train(tiny_inputs, root, fact_stage=FactStageConfig(epochs=1.0, lr=1e-4, facts_per_batch=8))
+
+
+def test_fact_stage_installs_its_own_cross_encoder_and_its_out_of_fold_scores(tiny_build, tiny_fact_build):
+    bundle_dir, _, report = tiny_fact_build
+    bundle = Bundle(bundle_dir)
+    ver, nli = bundle.get("minilm-l6-factscore-verifier"), bundle.get("minilm-l6-snli-nli")
+    assert {"weights", "weights_fp32", "tokenizer", "config", "oof_scores"} <= {f.kind for f in ver.files}
+    weights = lambda e: [f.sha256 for f in e.files if f.kind == "weights"]  # noqa: E731
+    assert weights(ver) != weights(nli)  # the verifier runs its own, fact-tuned graph; Q² keeps the SNLI one
+    bundle.verify(ver)
+    bundle.verify(nli)
+    fs = report["fact_stage"]
+    assert [f["fold"] for f in fs["folds"]] == [0, 1]
+    # every human and model fact is scored by exactly one fold's model, the one that did not train on it
+    assert sum(f["held_out_facts"] for f in fs["folds"]) == report["human_facts"] + report["model_facts"]
+    assert sum(f["train_facts"] for f in fs["folds"]) == report["human_facts"]  # 2 folds: each fact trains one model
+    assert fs["final"]["train_facts"] == report["human_facts"]
+    assert fs["graph_checks"]["fp32_onnx_vs_torch_max_abs_diff"] < 1e-4
+    assert report["snli"]["weights_sha256"] == tiny_build[2]["snli"]["weights_sha256"]  # the same stage 1
+    assert fs["final"]["weights_sha256"] != report["snli"]["weights_sha256"]
+
+
+def test_held_out_figures_of_a_fact_stage_verifier_use_the_recorded_scores(tiny_fact_build, tiny_inputs):
+    from fscore_lite.errors import FscoreError
+    from fscore_lite.factscore.trained import TrainedVerifier
+    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
+    from fscore_lite.metaeval.verifier_cv import (Fact, featurise, load_examples, run_er_cv, use_recorded_scores,
+                                                  worker_pool)
+    from fscore_lite.store import open_store
+
+    bundle_dir, settings, report = tiny_fact_build
+    settings = settings.with_(models_dir=bundle_dir)
+    bundle = Bundle(bundle_dir)
+    entry = bundle.get("minilm-l6-factscore-verifier")
+    pages, files = wiki_pages(tiny_inputs["data"])
+    store = open_store(ensure_store(files, settings, None))
+    ex = load_examples(tiny_inputs["data"], pages)
+    pool = worker_pool(bundle, store, entry, None, 1, entry.extra["k"], entry.extra["window_tokens"],
+                       entry.extra["ce_passages"])
+    featurise(ex, *pool[0])
+    in_sample = [dict(r) for r in ex.features["human"]]
+    assert use_recorded_scores(ex, bundle, entry) == len(ex.human) + len(ex.model)
+    assert any(a["ce_max"] != b["ce_max"] for a, b in zip(in_sample, ex.features["human"]))
+    # the meta-eval refits the combiner on exactly the scores the build's own cross-validation used
+    rep = run_er_cv(tiny_inputs["data"], settings, folds=2, progress=False)
+    assert rep["recorded_oof_facts"] == len(ex.human) + len(ex.model)
+    assert rep["subjects"] == report["cv"]
+    # the installed (in-sample) model still serves score
+    verifier = TrainedVerifier.from_bundle(bundle, store)
+    assert verifier.sha256 == [f.sha256 for f in entry.files if f.kind == "weights"][0]
+    # a training topic's fact the build never scored out of fold is refused, not scored in-sample
+    ex.model.append(Fact(ex.topics[0], "A sentence the build never saw.", 0, None))
+    ex.features["model"].append(dict(ex.features["model"][0]))
+    with pytest.raises(FscoreError, match="optimistic"):
+        use_recorded_scores(ex, bundle, entry)
+
+
 _SPY_TORCH_IMPORT = """
 import importlib.abc, json, os, sys
 seen = []

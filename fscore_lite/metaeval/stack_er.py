@@ -128,7 +128,7 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
     from ..progress import Progress
     from ..store import open_store
     from .factscore_er import ensure_store, ranking_preserved, wiki_pages
-    from .verifier_cv import featurise, load_examples, worker_pool
+    from .verifier_cv import featurise, load_examples, use_recorded_scores, worker_pool
 
     if folds < 2:
         raise FscoreError(f"--cv needs at least 2 folds, not {folds}")
@@ -149,6 +149,7 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
     if len(ex.topics) < folds:
         raise FscoreError(f"{len(ex.topics)} topics with pages and labels under {data}: too few for {folds} folds")
     featurise(ex, *pool[0], None, more=pool[1:])
+    use_recorded_scores(ex, bundle, entry)
     names = tuple(entry.extra["combiner"]["features"])
     l2 = float(entry.extra.get("training", {}).get("config", {}).get("l2", 1.0))
     adjust = Combiner.from_json(entry.extra["combiner"]).adjusts

@@ -14,7 +14,9 @@ every reported estimate comes from a combiner that never saw that topic.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +25,10 @@ import numpy as np
 from ..factscore.combiner import Combiner, fit_logistic, share_matching_threshold
 from .factscore_human import human_fact_labels
 from .labeled import SUBJECTS, AnnotatedBio, load_subject
+
+# a bundle file kind: the out-of-fold cross-encoder features a fact-stage build recorded for its
+# training facts (models/verifier/fact_stage.py)
+OOF_KIND = "oof_scores"
 
 
 @dataclass
@@ -114,8 +120,39 @@ def featurise(ex: Examples, retriever, verifier, progress=None, more=()) -> None
     ex.features.update(out)
 
 
-def worker_pool(bundle, store, entry, cache, workers: int, k: int, window_tokens: int, passages: int):
-    """``workers`` (retriever, verifier) pairs over one store, each with 1-thread sessions of its own."""
+def use_recorded_scores(ex: Examples, bundle, entry) -> int:
+    """For a verifier whose cross-encoder was continued on its training facts (``--fact-stage``):
+    give each fact of a training topic the out-of-fold ``ce_*`` features the build recorded — the
+    scores of a model that did not train on that topic — in place of the installed model's, so
+    held-out figures stay honest. Returns how many facts got them; 0 for other verifiers. A
+    training topic's fact with no record is refused (its score would be in-sample)."""
+    from ..errors import FscoreError
+    from ..factscore.trained import CE_FEATURES
+
+    files = [f for f in entry.files if f.kind == OOF_KIND]
+    if not files:
+        return 0
+    with gzip.open(bundle.verify_file(files[0]), "rt", encoding="utf-8") as f:
+        recorded = {(d["topic"], d["fact"]): d for d in map(json.loads, f)}
+    trained = set(entry.extra.get("training", {}).get("topics", ()))
+    n = 0
+    for kind in ("human", "model"):
+        for fact, row in zip(getattr(ex, kind), ex.features[kind]):
+            rec = recorded.get((fact.topic, fact.text))
+            if rec is not None:
+                row.update({k: float(rec[k]) for k in CE_FEATURES})
+                n += 1
+            elif fact.topic in trained:
+                raise FscoreError(f"the cross-encoder of '{entry.name}' was trained on the facts of '{fact.topic}' and "
+                                  f"the build recorded no out-of-fold score for '{fact.text}': its held-out figures "
+                                  "would be optimistic")
+    return n
+
+
+def worker_pool(bundle, store, entry, cache, workers: int, k: int, window_tokens: int, passages: int,
+                embed_bundle=None):
+    """``workers`` (retriever, verifier) pairs over one store, each with 1-thread sessions of its own
+    (the store's embedder from ``embed_bundle``, default ``bundle``)."""
     from ..backends.cross_encoder import CrossEncoder
     from ..backends.embed import SentenceEmbedder
     from ..backends.onnx_nli import bundle_files
@@ -125,7 +162,7 @@ def worker_pool(bundle, store, entry, cache, workers: int, k: int, window_tokens
     files = bundle_files(bundle, entry, "int8")
     pool = []
     for _ in range(max(1, workers)):
-        embedder = SentenceEmbedder.from_bundle(bundle, store.embed_model, 1)
+        embedder = SentenceEmbedder.from_bundle(embed_bundle or bundle, store.embed_model, 1)
         ce = CrossEncoder(files["weights"], files["tokenizer"], files.get("config"), name=entry.name,
                           sha256=files["sha256"], threads=1, cache=cache, max_length=window_tokens)
         pool.append((Retriever(store, embedder, k, False, cache), TrainedVerifier(ce, None, store, window_tokens, passages)))
@@ -300,6 +337,7 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
                        verifier.builder.passages)  # one thread per core, 1-thread sessions each
     featurise(ex, *pool[0], lambda: bar.advance(1, unit="facts featurised"), more=pool[1:])
     bar.close()
+    recorded = use_recorded_scores(ex, bundle, entry)
     names = tuple(entry.extra["combiner"]["features"])
     l2 = float(entry.extra.get("training", {}).get("config", {}).get("l2", 1.0))
     adjust = Combiner.from_json(entry.extra["combiner"]).adjusts  # the installed verifier's share estimator
@@ -311,6 +349,7 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
             "topics": len(ex.topics), "bios": len(ex.bios), "human_facts": len(ex.human), "model_facts": len(ex.model),
             "subjects": rows["trained"], "lexical": rows["lexical"], "floor": rows["floor"],
             "ranking_preserved": {k: ranking_preserved({r["subject"]: r["estimated"] for r in v}) for k, v in rows.items()},
+            "recorded_oof_facts": recorded,
             "features_s": round(time.monotonic() - t0, 1)}
 
 
@@ -328,6 +367,9 @@ def format_cv_report(report: dict) -> str:
     if report.get("share", "").startswith("adjusted"):
         lines.append("share of supported facts per bio: PACC-adjusted (counting decisions instead: ER "
                      + " / ".join(f"{r['error_rate_by_decisions']:.1f}" for r in report["subjects"]) + ")")
+    if report.get("recorded_oof_facts"):
+        lines.append(f"cross-encoder continued on the training facts (--fact-stage): {report['recorded_oof_facts']} facts "
+                     "of training topics scored by the build's out-of-fold models")
     rp = report["ranking_preserved"]
     lines.append(f"ranking InstructGPT < ChatGPT < PerplexityAI preserved: trained {rp['trained']}, "
                  f"lexical {rp['lexical']}, floor {rp['floor']}")

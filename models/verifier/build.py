@@ -8,18 +8,22 @@
    (window, fact) pairs (:class:`fscore_lite.factscore.trained.PairBuilder`).
 3. **Features**: the int8 NLI graph's passage scores (what the runtime runs) and the page-level
    features, for every human (S/NS) and model fact of the training topics.
+   *Optional* (``--fact-stage``, :mod:`.fact_stage`): the cross-encoder continued on the training
+   facts' own pairs, cross-fitted over the folds; its out-of-fold scores replace the NLI graph's.
 4. **Combiner**: logistic regression fitted by topic-grouped cross-validation (the report is
    out-of-fold), then on all training topics, with the threshold that makes the estimated
    share of supported facts match the human FActScore of the training bios (per-fact decisions),
    and the PACC means (the mean out-of-fold probability of supported and of unsupported human
    facts) that turn a response's probabilities into its estimated share of supported facts.
-5. **Manifest**: the ``verifier`` entry shares the NLI entry's graph files and records the
-   combiner (every coefficient, scaling and the threshold), the settings, the sha256 of every
-   training input and the metrics.
+5. **Manifest**: the ``verifier`` entry shares the NLI entry's graph files (with the fact stage:
+   its own graphs and the out-of-fold scores) and records the combiner (every coefficient,
+   scaling and the threshold), the settings, the sha256 of every training input and the metrics.
 
-Only topics whose page is in the training store are used; the cross-encoder never sees a
-FActScore topic (it is trained on SNLI alone), so its scores are honest features for every
-fold. Fixed seed, threads and input order: two builds on one machine give the same hashes.
+Only topics whose page is in the training store are used. Without the fact stage the
+cross-encoder never sees a FActScore topic (it is trained on SNLI alone), so its scores are
+honest features for every fold; with it, every score the combiner learns from comes from a
+model that did not train on that fact's topic. Fixed seed, threads and input order: two builds
+on one machine give the same hashes.
 """
 from __future__ import annotations
 
@@ -35,8 +39,11 @@ import numpy as np
 from fscore_lite.errors import FscoreError
 from fscore_lite.manifest import Bundle, ModelEntry
 
+from . import fact_stage
+from .fact_stage import FactStageConfig, stage1_checkpoint
 from .snli import SnliConfig
 from .sources import input_hashes, minilm_checkpoint, shipped_data, snli_files
+from .torch_train import save_checkpoint
 
 NLI_LICENSE = ("Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2); trained on SNLI (CC BY-SA 4.0, "
                "Bowman et al. 2015)")
@@ -60,14 +67,9 @@ class VerifierConfig:
     bf16: bool | None = None  # None: use bfloat16 autocast when the CPU has bf16 units
     nli_name: str = "minilm-l6-snli-nli"
     name: str = "minilm-l6-factscore-verifier"
-
-
-def _save_checkpoint(model, base: Path, dest: Path) -> Path:
-    model.save_pretrained(str(dest), safe_serialization=True)
-    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
-        if (base / f).exists():
-            shutil.copy2(base / f, dest / f)
-    return dest
+    # stage 2, off by default (K + 1 fine-tunes do not fit the default build's 10 minutes): the
+    # cross-encoder continued on the training facts, cross-fitted over the `folds` (.fact_stage)
+    fact_stage: FactStageConfig | None = None
 
 
 def _graph_checks(model, bundle: Bundle, entry: ModelEntry, tok_path: Path, pairs, labels, threads: int) -> dict:
@@ -92,8 +94,10 @@ def _graph_checks(model, bundle: Bundle, entry: ModelEntry, tok_path: Path, pair
     return out
 
 
-def _train_nli(cfg, ckpt: Path, snli: dict, hashes: dict, bundle_dir: Path, bf16: bool, timings: dict, log):
-    """Stage 1: train on SNLI, export int8 + fp32, check the graphs; return (entry, report, checks)."""
+def _train_nli(cfg, ckpt: Path, snli: dict, hashes: dict, bundle_dir: Path, bf16: bool, timings: dict, log,
+               keep: Path | None = None):
+    """Stage 1: train on SNLI, export int8 + fp32, check the graphs; return (entry, report, checks).
+    ``keep``: also save the torch checkpoint there (the fact stage continues from it)."""
     from ..export import export_model
     from .snli import read_snli, train_snli
     from .torch_train import state_sha256
@@ -105,7 +109,11 @@ def _train_nli(cfg, ckpt: Path, snli: dict, hashes: dict, bundle_dir: Path, bf16
     t = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix=".train-verifier-", dir=bundle_dir))
     try:
-        _save_checkpoint(model, ckpt, work / cfg.nli_name)
+        save_checkpoint(model, ckpt, work / cfg.nli_name)
+        if keep is not None:
+            shutil.rmtree(keep, ignore_errors=True)
+            keep.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(work / cfg.nli_name, keep)
         entry = export_model("nli", work / cfg.nli_name, bundle_dir, name=cfg.nli_name, keep_fp32=True,
                              per_channel=True, license=NLI_LICENSE, threads=cfg.threads, log=log,
                              source=f"trained here: {ckpt.name} ({hashes['checkpoint/model.safetensors'][:12]}) "
@@ -180,13 +188,16 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     stage1 = {"snli": asdict(cfg.snli), "seed": cfg.seed, "threads": cfg.threads, "bf16": bf16,
               "inputs": {k: v for k, v in hashes.items() if k.startswith(("snli_", "checkpoint/"))}}
     reused = _installed_nli(Bundle(bundle_dir), cfg.nli_name, stage1)
+    keep = stage1_checkpoint(home, stage1) if cfg.fact_stage is not None else None
+    if keep is not None and not (keep / "config.json").exists():
+        reused = None  # the fact stage continues from stage 1's torch weights: train it again
     if reused is not None:
         nli_entry, snli_report, checks = reused
         log(f"{cfg.nli_name}: trained with the same inputs and settings; reusing it "
             f"(SNLI test accuracy {100 * snli_report['test_accuracy']:.2f}%)")
         timings["snli_train_s"] = timings["export_s"] = 0.0
     else:
-        nli_entry, snli_report, checks = _train_nli(cfg, ckpt, snli, hashes, bundle_dir, bf16, timings, log)
+        nli_entry, snli_report, checks = _train_nli(cfg, ckpt, snli, hashes, bundle_dir, bf16, timings, log, keep)
     bundle = Bundle(bundle_dir)
 
     # 2-3. evidence and features, as the runtime computes them
@@ -207,6 +218,14 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
 
     featurise(ex, *pool[0], tick, more=pool[1:])
     timings["features_s"] = time.monotonic() - t
+
+    # 2b. optional: the cross-encoder continued on the training facts, its scores cross-fitted
+    ce_entry, fact_report = nli_entry, None
+    if cfg.fact_stage is not None:
+        t = time.monotonic()
+        ce_entry, fact_report = fact_stage.run(ex, keep, pool, cfg, bundle_dir=bundle_dir, store=store, cache=cache,
+                                               bf16=bf16, license=VERIFIER_LICENSE, log=log)
+        timings["fact_stage_s"] = time.monotonic() - t
 
     # 4. combiner: out-of-fold report, then the final fit on every training topic
     t = time.monotonic()
@@ -235,6 +254,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         "snli": snli_report,
         "snli_model_reused": reused is not None,
         "graph_checks": checks,
+        "fact_stage": fact_report,
         "cv_folds": cfg.folds,
         "cv": cv,
         "cv_lexical": lexical,
@@ -243,10 +263,11 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         "timings": {k: round(v, 1) for k, v in timings.items()},
     }
     entry = ModelEntry(
-        name=cfg.name, role="verifier", architecture=nli_entry.architecture + " + logistic combiner",
-        files=nli_entry.files, quantization=nli_entry.quantization, license=VERIFIER_LICENSE,
-        source=f"trained here by `fscore-lite models train verifier` ({len(ex.topics)} FActScore topics)",
-        extra={**nli_entry.extra, "combiner": comb.to_json(), "window_tokens": cfg.window_tokens,
+        name=cfg.name, role="verifier", architecture=ce_entry.architecture + " + logistic combiner",
+        files=ce_entry.files, quantization=ce_entry.quantization, license=VERIFIER_LICENSE,
+        source=f"trained here by `fscore-lite models train verifier` ({len(ex.topics)} FActScore topics"
+               + (", cross-encoder continued on their facts)" if fact_report else ")"),
+        extra={**ce_entry.extra, "combiner": comb.to_json(), "window_tokens": cfg.window_tokens,
                "ce_passages": cfg.ce_passages, "k": cfg.k, "nli_model": cfg.nli_name, "training": report},
     )
     bundle = Bundle(bundle_dir)

@@ -39,7 +39,8 @@ def train_llm_combiner(bundle_dir: str | Path, settings, llm=None, every: int = 
     from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
     from fscore_lite.metaeval.stack_cv import cross_validate_stack, fit_stack, subject_table, with_pacc_means
     from fscore_lite.metaeval.stack_er import human_sample_margins, human_stack_rows
-    from fscore_lite.metaeval.verifier_cv import cross_validate, featurise, load_examples, worker_pool
+    from fscore_lite.metaeval.verifier_cv import (cross_validate, featurise, load_examples, use_recorded_scores,
+                                                  worker_pool)
     from fscore_lite.store import open_store
 
     if every < 1:
@@ -62,6 +63,7 @@ def train_llm_combiner(bundle_dir: str | Path, settings, llm=None, every: int = 
                        int(ventry.extra.get("window_tokens", 64)), int(ventry.extra.get("ce_passages", 2)))
     ex = load_examples(data_dir, pages)
     featurise(ex, *pool[0], None, more=pool[1:])
+    use_recorded_scores(ex, bundle, ventry)
     names = tuple(ventry.extra["combiner"]["features"])
     oof = cross_validate(ex, names, folds_n, l2, adjust=True)
     log(f"trained verifier: out-of-fold probabilities for {len(ex.human)} human facts ({folds_n} topic-grouped folds)")

@@ -126,6 +126,17 @@ def train_loop(model, batches, loss_fn, *, lr: float, steps_total: int, warmup: 
     return LoopReport(step, seen, round(time.monotonic() - t0, 1), round(ema or 0.0, 5), bf16)
 
 
+def save_checkpoint(model, base: Path, dest: Path) -> Path:
+    """``model`` as a Hugging Face folder at ``dest``, with ``base``'s tokenizer files."""
+    import shutil
+
+    model.save_pretrained(str(dest), safe_serialization=True)
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        if (base / f).exists():
+            shutil.copy2(base / f, dest / f)
+    return dest
+
+
 def tensors(feeds: dict[str, np.ndarray], labels) -> dict:
     import torch
 

@@ -1,0 +1,207 @@
+"""Optional stage 2 (``train verifier --fact-stage``): the SNLI cross-encoder continued on facts.
+
+The cross-encoder of stage 1 has only seen SNLI's short caption pairs. This stage continues it on
+the (evidence window, atomic fact) pairs of the human facts labelled S or NS — exactly the pairs
+the runtime scores (the same retrieval, :class:`fscore_lite.factscore.trained.PairBuilder`) —
+with the multiple-instance loss of :mod:`.facts`.
+
+The combiner on top must learn from scores the cross-encoder gives facts it has not seen, so
+the stage is cross-fitted over the build's own topic-grouped folds (:func:`topic_folds`, the
+same folds as the combiner's report): for each fold a copy of stage 1 is fine-tuned on the
+other folds' human facts, exported int8 like every model, and scores the fold's human and model
+facts through the runtime's code. Those out-of-fold scores are what the combiner, its threshold
+and its PACC means are fitted on, and they are recorded (``oof_scores.jsonl.gz``, hashed in the
+manifest) so that ``meta-eval factscore-er --cv K`` scores a training topic's facts with a model
+that never saw that topic. The model installed for run time is then fine-tuned on every
+training fact (K + 1 fine-tunes in all).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fscore_lite.factscore.trained import CE_FEATURES
+from fscore_lite.manifest import ModelFile, describe_file
+from fscore_lite.metaeval.verifier_cv import OOF_KIND
+
+OOF_FILE = "oof_scores.jsonl.gz"
+
+
+@dataclass
+class FactStageConfig:
+    epochs: float = 1.0
+    lr: float = 3e-5
+    facts_per_batch: int = 16
+
+
+def stage1_checkpoint(home: Path, stage1: dict) -> Path:
+    """Where stage 1's torch checkpoint is kept for the fact stage (one per stage-1 setting)."""
+    import hashlib
+
+    key = hashlib.sha256(json.dumps(stage1, sort_keys=True).encode()).hexdigest()[:16]
+    return Path(home) / "build" / "verifier-stage1" / key
+
+
+def fact_pairs(ex, retriever, builder) -> dict[str, list[list[tuple[str, str]]]]:
+    """Each human and model fact's (window, fact) pairs, from the runtime's retrieval (cached by
+    the featurisation that ran before)."""
+    return {kind: [builder.pairs(f.text, retriever.retrieve(f.topic, f.text)) for f in getattr(ex, kind)]
+            for kind in ("human", "model")}
+
+
+def _load(checkpoint: Path):
+    from transformers import BertForSequenceClassification
+
+    model = BertForSequenceClassification.from_pretrained(str(checkpoint), attn_implementation="eager")
+    model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
+    return model
+
+
+def _finetune(stage1_dir: Path, pairs, facts, cfg: FactStageConfig, *, window_tokens, seed, threads, bf16, log, label):
+    from tokenizers import Tokenizer
+
+    from fscore_lite.backends.cross_encoder import pair_tokenizer
+
+    from .facts import finetune_facts
+
+    model = _load(stage1_dir)
+    tok = pair_tokenizer(Tokenizer.from_file(str(stage1_dir / "tokenizer.json")), window_tokens)
+    train = [(pairs[i], f.label) for i, f in facts]
+    report = finetune_facts(model, tok, train, epochs=cfg.epochs, lr=cfg.lr, facts_per_batch=cfg.facts_per_batch,
+                            seed=seed, threads=threads, bf16=bf16, log=lambda m: log(f"{label}: {m}"))
+    return model, report
+
+
+def cross_fit(ex, stage1_dir: Path, pairs, cfg: FactStageConfig, folds: dict[str, int], *, bundle, store, cache, seed: int,
+              threads: int, bf16: bool, k: int, window_tokens: int, passages: int, log=print) -> list[dict]:
+    """Fine-tune one model per fold and replace every fact's ``ce_*`` features in ``ex.features``
+    by the scores of the model that did not train on its topic; returns a report per fold."""
+    from fscore_lite.manifest import Bundle
+    from fscore_lite.metaeval.verifier_cv import Examples, featurise, worker_pool
+
+    from ..export import export_model
+    from .torch_train import save_checkpoint
+
+    reports = []
+    n_folds = max(folds.values()) + 1
+    for fold in range(n_folds):
+        t = time.monotonic()
+        train = [(i, f) for i, f in enumerate(ex.human) if folds[f.topic] != fold]
+        model, loop = _finetune(stage1_dir, pairs["human"], train, cfg, window_tokens=window_tokens, seed=seed,
+                                threads=threads, bf16=bf16, log=log, label=f"facts fold {fold}")
+        work = Path(tempfile.mkdtemp(prefix=f".fact-fold{fold}-"))
+        try:
+            ckpt = save_checkpoint(model, stage1_dir, work / "checkpoint")
+            entry = export_model("nli", ckpt, work / "bundle", name=f"fact-fold{fold}", per_channel=True,
+                                 threads=threads, license="build-step intermediate", log=lambda m: None)
+            held = {kind: [i for i, f in enumerate(getattr(ex, kind)) if folds[f.topic] == fold]
+                    for kind in ("human", "model")}
+            sub = Examples(ex.bios, [ex.human[i] for i in held["human"]], [ex.model[i] for i in held["model"]],
+                           ex.human_share)
+            pool = worker_pool(Bundle(work / "bundle"), store, entry, cache, threads, k, window_tokens, passages,
+                               embed_bundle=bundle)
+            featurise(sub, *pool[0], None, more=pool[1:])
+            for kind in ("human", "model"):
+                for i, row in zip(held[kind], sub.features[kind]):
+                    ex.features[kind][i].update({key: row[key] for key in CE_FEATURES})
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        reports.append({"fold": fold, "train_facts": len(train), "held_out_facts": len(held["human"]) + len(held["model"]),
+                        "steps": loop.steps, "seconds": round(time.monotonic() - t, 1)})
+        log(f"facts fold {fold}: {len(train)} training facts, {reports[-1]['seconds']:.0f} s")
+    return reports
+
+
+def final_model(ex, stage1_dir: Path, pairs, cfg: FactStageConfig, *, window_tokens, seed, threads, bf16, log=print):
+    """The cross-encoder installed for run time: stage 1 continued on every training fact."""
+    return _finetune(stage1_dir, pairs["human"], list(enumerate(ex.human)), cfg, window_tokens=window_tokens, seed=seed,
+                     threads=threads, bf16=bf16, log=log, label="facts (all)")
+
+
+def graph_checks(model, bundle, entry, pairs, threads: int, window_tokens: int) -> dict:
+    """The installed fact model's fp32 graph vs torch (max |Δlogit|) and int8 vs fp32 (agreement of
+    the entailment log-odds' sign) on a fixed set of training pairs."""
+    from fscore_lite.backends.cross_encoder import CrossEncoder
+    from fscore_lite.backends.onnx_nli import bundle_files
+
+    from .torch_train import predict_logits
+
+    logits = {}
+    for precision in ("fp32", "int8"):
+        files = bundle_files(bundle, entry, precision)
+        ce = CrossEncoder(files["weights"], files["tokenizer"], files.get("config"), name=entry.name,
+                          sha256=files["sha256"], threads=threads, max_length=window_tokens)
+        logits[precision] = np.concatenate([ce.logits_batch(pairs[i : i + 64]) for i in range(0, len(pairs), 64)])
+    torch_z = predict_logits(model, ce._pair_tok, pairs[:64], bf16=False)
+
+    def entail(z):
+        return z[:, 0] - np.logaddexp(z[:, 1], z[:, 2])
+
+    return {"fp32_onnx_vs_torch_max_abs_diff": float(np.max(np.abs(torch_z - logits["fp32"][:64]))),
+            "int8_vs_fp32_entailment_sign_agreement": round(float(np.mean(
+                (entail(logits["int8"]) > 0) == (entail(logits["fp32"]) > 0))), 5),
+            "onnx_check_pairs": len(pairs)}
+
+
+def write_oof(ex, dest: Path, bundle_root: Path) -> ModelFile:
+    """Record every training fact's out-of-fold ``ce_*`` features (one line per distinct topic
+    and fact, in a fixed order) as a bundle file of kind ``oof_scores``."""
+    rows: dict[tuple[str, str], dict] = {}
+    for kind in ("human", "model"):
+        for f, feats in zip(getattr(ex, kind), ex.features[kind]):
+            rows.setdefault((f.topic, f.text), {key: feats[key] for key in CE_FEATURES})
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps({"topic": t, "fact": x, **v}, ensure_ascii=False, sort_keys=True) + "\n"
+             for (t, x), v in sorted(rows.items())]
+    with open(dest, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+        gz.write("".join(lines).encode("utf-8"))
+    return describe_file(bundle_root, str(dest.relative_to(bundle_root)), OOF_KIND)
+
+
+def run(ex, stage1_dir: Path, pool, cfg, *, bundle_dir: Path, store, cache, bf16: bool, license: str, log=print):
+    """The whole stage for the build: cross-fitted scores into ``ex.features``, then the run-time
+    model exported (int8 + fp32) into ``bundle_dir/<cfg.name>`` with the recorded out-of-fold
+    scores beside it. Returns (the exported entry with the scores file among its files, report)."""
+    import os
+
+    from fscore_lite.manifest import Bundle, ModelEntry
+    from fscore_lite.metaeval.verifier_cv import topic_folds
+
+    from ..export import export_model
+    from .torch_train import save_checkpoint, state_sha256
+
+    fs: FactStageConfig = cfg.fact_stage
+    retriever, verifier = pool[0]
+    pairs = fact_pairs(ex, retriever, verifier.builder)
+    common = {"seed": cfg.seed, "threads": cfg.threads, "bf16": bf16}
+    folds = cross_fit(ex, stage1_dir, pairs, fs, topic_folds(ex.topics, cfg.folds), bundle=Bundle(bundle_dir),
+                      store=store, cache=cache,
+                      k=cfg.k, window_tokens=cfg.window_tokens, passages=cfg.ce_passages, log=log, **common)
+    t = time.monotonic()
+    model, loop = final_model(ex, stage1_dir, pairs, fs, window_tokens=cfg.window_tokens, log=log, **common)
+    final = {"train_facts": len(ex.human), "steps": loop.steps, "seconds": round(time.monotonic() - t, 1),
+             "weights_sha256": state_sha256(model)}
+    work = Path(tempfile.mkdtemp(prefix=".fact-stage-", dir=bundle_dir))
+    try:
+        ckpt = save_checkpoint(model, stage1_dir, work / "checkpoint")
+        entry = export_model("nli", ckpt, work / "bundle", name=cfg.name, keep_fp32=True, per_channel=True,
+                             threads=cfg.threads, license=license, log=log)
+        checks = graph_checks(model, Bundle(work / "bundle"), entry, [p for pl in pairs["human"][:256] for p in pl],
+                              cfg.threads, cfg.window_tokens)
+        oof = write_oof(ex, work / "bundle" / cfg.name / OOF_FILE, work / "bundle")
+        target = bundle_dir / cfg.name
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(work / "bundle" / cfg.name, target)  # the files' paths stay <name>/<file>
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    log(f"fact stage: {json.dumps(checks)}")
+    entry = ModelEntry(**{**entry.__dict__, "files": (*entry.files, oof)})
+    return entry, {"config": {**fs.__dict__}, "folds": folds, "final": final, "graph_checks": checks}
