@@ -190,6 +190,17 @@ def test_if_missing_skips_a_build_with_the_same_settings(tiny_build, tiny_inputs
     assert not _trained_with(bundle_dir, same, tiny_inputs["data"], BUILDER - 1)  # an older recipe is rebuilt
 
 
+def test_if_missing_keeps_a_fact_stage_build_of_the_same_settings(tiny_fact_build, tiny_inputs):
+    from fscore_lite.commands.models import _trained_with
+    from fscore_lite_models.verifier.build import BUILDER, FactStageConfig, SnliConfig, VerifierConfig
+
+    snli = SnliConfig(pairs=12, batch_size=4, max_length=32, epochs=2.0)
+    plain = VerifierConfig(threads=1, folds=2, snli=snli)  # what `make test` asks for
+    assert _trained_with(tiny_fact_build[0], plain, tiny_inputs["data"], BUILDER)
+    other = VerifierConfig(threads=1, folds=2, snli=snli, fact_stage=FactStageConfig(epochs=2.0))
+    assert not _trained_with(tiny_fact_build[0], other, tiny_inputs["data"], BUILDER)
+
+
 @pytest.fixture(scope="module")
 def tiny_fact_build(tmp_path_factory, tiny_inputs):
     from fscore_lite_models.verifier.fact_stage import FactStageConfig

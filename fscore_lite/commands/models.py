@@ -244,6 +244,9 @@ def _trained_with(models_dir: Path, cfg, data: Optional[Path], builder: int) -> 
     training = entry.extra.get("training", {})
     recorded = {k: v for k, v in training.get("config", {}).items() if k != "bf16"}
     wanted = {k: v for k, v in asdict(cfg).items() if k != "bf16"}
+    if wanted.get("fact_stage") is None:  # a verifier built with the optional fact stage on top also does
+        recorded.pop("fact_stage", None)
+        wanted.pop("fact_stage", None)
     if recorded != wanted or training.get("data") != (str(data) if data else "shipped") or training.get("builder") != builder:
         return False
     try:
