@@ -229,6 +229,60 @@ def test_fact_stage_installs_its_own_cross_encoder_and_its_out_of_fold_scores(ti
     assert fs["final"]["weights_sha256"] != report["snli"]["weights_sha256"]
 
 
+def test_frozen_lower_layers_split_the_forward_pass_exactly(tiny_inputs):
+    from tokenizers import Tokenizer
+    from transformers import BertForSequenceClassification
+
+    from fscore_lite.backends.cross_encoder import encode_pairs, pair_tokenizer
+    from fscore_lite_models.verifier.facts import finetune_facts, lower_states, upper_logits
+    from fscore_lite_models.verifier.torch_train import load_torch
+
+    torch = load_torch()
+    ckpt = tiny_inputs["checkpoint"]
+    torch.manual_seed(0)
+    model = BertForSequenceClassification.from_pretrained(str(ckpt), num_labels=3, attn_implementation="eager").eval()
+    tok = pair_tokenizer(Tokenizer.from_file(str(ckpt / "tokenizer.json")), 32)
+    facts = [[("Ada Lovelace was a mathematician in London.", "Ada was a mathematician."),
+              ("She wrote notes on the engine.", "Ada was a mathematician.")],
+             [],
+             [("The engine was never built.", "The engine was built in 1850.")]]
+    layers = len(model.bert.encoder.layer)
+    for frozen in range(1, layers):
+        states = lower_states(model, tok, facts, frozen, bf16=False, facts_per_batch=2)
+        assert states[1] is None and [s[0].shape[0] for s in states if s] == [2, 1]
+        for pairs, (hidden, mask) in zip([facts[0], facts[2]], [states[0], states[2]]):
+            with torch.no_grad():
+                whole = model(**{k: torch.from_numpy(v) for k, v in encode_pairs(tok, pairs).items()}).logits
+                split = upper_logits(model, hidden, mask, frozen)
+            assert torch.allclose(whole, split, atol=1e-5)
+    # a frozen fine-tune moves only the layers above the split
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    states = lower_states(model, tok, facts, 1, bf16=False)
+    finetune_facts(model, tok, [(facts[0], True), (facts[1], False), (facts[2], False)], epochs=4.0, lr=1e-3,
+                   facts_per_batch=2, seed=0, threads=1, bf16=False, log=lambda m: None, frozen_layers=1, states=states)
+    moved = {k for k, v in model.state_dict().items() if not torch.equal(v, before[k])}
+    assert moved and all(k.startswith(("bert.encoder.layer.1.", "bert.pooler.", "classifier.")) for k in moved)
+    assert any(k.startswith("bert.encoder.layer.1.") for k in moved)
+
+
+def test_fact_stage_with_frozen_lower_layers_cross_fits_like_the_full_one(tiny_inputs, tiny_fact_build, tmp_path):
+    from fscore_lite_models.verifier.fact_stage import FactStageConfig
+
+    bundle_dir, _, report = _train(tiny_inputs, tmp_path,
+                                   fact_stage=FactStageConfig(epochs=1.0, lr=1e-4, facts_per_batch=8, frozen_layers=1))
+    fs, full = report["fact_stage"], tiny_fact_build[2]["fact_stage"]
+    assert fs["config"]["frozen_layers"] == 1 and fs["lower_states_s"] > 0 and full["lower_states_s"] == 0
+    assert [f["train_facts"] for f in fs["folds"]] == [f["train_facts"] for f in full["folds"]]
+    assert [f["held_out_facts"] for f in fs["folds"]] == [f["held_out_facts"] for f in full["folds"]]
+    # the same stage 1, continued differently: its own weights, and recorded scores for every fact
+    assert report["snli"]["weights_sha256"] == tiny_fact_build[2]["snli"]["weights_sha256"]
+    assert len({fs["final"]["weights_sha256"], full["final"]["weights_sha256"], report["snli"]["weights_sha256"]}) == 3
+    assert fs["graph_checks"]["fp32_onnx_vs_torch_max_abs_diff"] < 1e-4
+    ver = Bundle(bundle_dir).get("minilm-l6-factscore-verifier")
+    Bundle(bundle_dir).verify(ver)
+    assert "oof_scores" in {f.kind for f in ver.files}
+
+
 def test_held_out_figures_of_a_fact_stage_verifier_use_the_recorded_scores(tiny_fact_build, tiny_inputs):
     from fscore_lite.errors import FscoreError
     from fscore_lite.factscore.trained import TrainedVerifier

@@ -39,6 +39,7 @@ class FactStageConfig:
     epochs: float = 1.0
     lr: float = 3e-5
     facts_per_batch: int = 16
+    frozen_layers: int = 0  # > 0: only the encoder layers above it learn (their input computed once)
 
 
 def stage1_checkpoint(home: Path, stage1: dict) -> Path:
@@ -64,23 +65,45 @@ def _load(checkpoint: Path):
     return model
 
 
-def _finetune(stage1_dir: Path, pairs, facts, cfg: FactStageConfig, *, window_tokens, seed, threads, bf16, log, label):
+def _tokenizer(stage1_dir: Path, window_tokens: int):
     from tokenizers import Tokenizer
 
     from fscore_lite.backends.cross_encoder import pair_tokenizer
 
+    return pair_tokenizer(Tokenizer.from_file(str(stage1_dir / "tokenizer.json")), window_tokens)
+
+
+def lower_layer_states(stage1_dir: Path, pairs, cfg: FactStageConfig, *, window_tokens, seed, threads, bf16, log=print):
+    """Stage 1's embeddings + lower ``cfg.frozen_layers`` layers over every human fact's pairs
+    (computed once, shared by the K + 1 fine-tunes), or None when every layer learns."""
+    if not cfg.frozen_layers:
+        return None
+    from .facts import lower_states
+    from .torch_train import seed_everything
+
+    t = time.monotonic()
+    seed_everything(seed, threads)
+    states = lower_states(_load(stage1_dir), _tokenizer(stage1_dir, window_tokens), pairs["human"],
+                          cfg.frozen_layers, bf16)
+    log(f"facts: lower {cfg.frozen_layers} layers over {len(states)} facts' pairs in {time.monotonic() - t:.0f} s")
+    return states
+
+
+def _finetune(stage1_dir: Path, pairs, facts, cfg: FactStageConfig, *, window_tokens, seed, threads, bf16, log, label,
+              states=None):
     from .facts import finetune_facts
 
     model = _load(stage1_dir)
-    tok = pair_tokenizer(Tokenizer.from_file(str(stage1_dir / "tokenizer.json")), window_tokens)
     train = [(pairs[i], f.label) for i, f in facts]
-    report = finetune_facts(model, tok, train, epochs=cfg.epochs, lr=cfg.lr, facts_per_batch=cfg.facts_per_batch,
-                            seed=seed, threads=threads, bf16=bf16, log=lambda m: log(f"{label}: {m}"))
+    report = finetune_facts(model, _tokenizer(stage1_dir, window_tokens), train, epochs=cfg.epochs, lr=cfg.lr,
+                            facts_per_batch=cfg.facts_per_batch, seed=seed, threads=threads, bf16=bf16,
+                            log=lambda m: log(f"{label}: {m}"), frozen_layers=cfg.frozen_layers,
+                            states=None if states is None else [states[i] for i, _ in facts])
     return model, report
 
 
 def cross_fit(ex, stage1_dir: Path, pairs, cfg: FactStageConfig, folds: dict[str, int], *, bundle, store, cache, seed: int,
-              threads: int, bf16: bool, k: int, window_tokens: int, passages: int, log=print) -> list[dict]:
+              threads: int, bf16: bool, k: int, window_tokens: int, passages: int, log=print, states=None) -> list[dict]:
     """Fine-tune one model per fold and replace every fact's ``ce_*`` features in ``ex.features``
     by the scores of the model that did not train on its topic; returns a report per fold."""
     from fscore_lite.manifest import Bundle
@@ -95,7 +118,7 @@ def cross_fit(ex, stage1_dir: Path, pairs, cfg: FactStageConfig, folds: dict[str
         t = time.monotonic()
         train = [(i, f) for i, f in enumerate(ex.human) if folds[f.topic] != fold]
         model, loop = _finetune(stage1_dir, pairs["human"], train, cfg, window_tokens=window_tokens, seed=seed,
-                                threads=threads, bf16=bf16, log=log, label=f"facts fold {fold}")
+                                threads=threads, bf16=bf16, log=log, label=f"facts fold {fold}", states=states)
         work = Path(tempfile.mkdtemp(prefix=f".fact-fold{fold}-"))
         try:
             ckpt = save_checkpoint(model, stage1_dir, work / "checkpoint")
@@ -119,10 +142,11 @@ def cross_fit(ex, stage1_dir: Path, pairs, cfg: FactStageConfig, folds: dict[str
     return reports
 
 
-def final_model(ex, stage1_dir: Path, pairs, cfg: FactStageConfig, *, window_tokens, seed, threads, bf16, log=print):
+def final_model(ex, stage1_dir: Path, pairs, cfg: FactStageConfig, *, window_tokens, seed, threads, bf16, log=print,
+                states=None):
     """The cross-encoder installed for run time: stage 1 continued on every training fact."""
     return _finetune(stage1_dir, pairs["human"], list(enumerate(ex.human)), cfg, window_tokens=window_tokens, seed=seed,
-                     threads=threads, bf16=bf16, log=log, label="facts (all)")
+                     threads=threads, bf16=bf16, log=log, label="facts (all)", states=states)
 
 
 def graph_checks(model, bundle, entry, pairs, threads: int, window_tokens: int) -> dict:
@@ -181,11 +205,15 @@ def run(ex, stage1_dir: Path, pool, cfg, *, bundle_dir: Path, store, cache, bf16
     retriever, verifier = pool[0]
     pairs = fact_pairs(ex, retriever, verifier.builder)
     common = {"seed": cfg.seed, "threads": cfg.threads, "bf16": bf16}
+    t = time.monotonic()
+    states = lower_layer_states(stage1_dir, pairs, fs, window_tokens=cfg.window_tokens, log=log, **common)
+    states_s = round(time.monotonic() - t, 1)
     folds = cross_fit(ex, stage1_dir, pairs, fs, topic_folds(ex.topics, cfg.folds), bundle=Bundle(bundle_dir),
                       store=store, cache=cache,
-                      k=cfg.k, window_tokens=cfg.window_tokens, passages=cfg.ce_passages, log=log, **common)
+                      k=cfg.k, window_tokens=cfg.window_tokens, passages=cfg.ce_passages, log=log, states=states, **common)
     t = time.monotonic()
-    model, loop = final_model(ex, stage1_dir, pairs, fs, window_tokens=cfg.window_tokens, log=log, **common)
+    model, loop = final_model(ex, stage1_dir, pairs, fs, window_tokens=cfg.window_tokens, log=log, states=states,
+                              **common)
     final = {"train_facts": len(ex.human), "steps": loop.steps, "seconds": round(time.monotonic() - t, 1),
              "weights_sha256": state_sha256(model)}
     work = Path(tempfile.mkdtemp(prefix=".fact-stage-", dir=bundle_dir))
@@ -204,4 +232,5 @@ def run(ex, stage1_dir: Path, pool, cfg, *, bundle_dir: Path, store, cache, bf16
         shutil.rmtree(work, ignore_errors=True)
     log(f"fact stage: {json.dumps(checks)}")
     entry = ModelEntry(**{**entry.__dict__, "files": (*entry.files, oof)})
-    return entry, {"config": {**fs.__dict__}, "folds": folds, "final": final, "graph_checks": checks}
+    return entry, {"config": {**fs.__dict__}, "lower_states_s": states_s, "folds": folds, "final": final,
+                   "graph_checks": checks}
