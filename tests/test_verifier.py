@@ -234,7 +234,7 @@ def test_frozen_lower_layers_split_the_forward_pass_exactly(tiny_inputs):
     from transformers import BertForSequenceClassification
 
     from fscore_lite.backends.cross_encoder import encode_pairs, pair_tokenizer
-    from fscore_lite_models.verifier.facts import finetune_facts, lower_states, upper_logits
+    from fscore_lite_models.verifier.facts import finetune_facts, lower_states, torch_fact_logits, upper_logits
     from fscore_lite_models.verifier.torch_train import load_torch
 
     torch = load_torch()
@@ -247,6 +247,8 @@ def test_frozen_lower_layers_split_the_forward_pass_exactly(tiny_inputs):
              [],
              [("The engine was never built.", "The engine was built in 1850.")]]
     layers = len(model.bert.encoder.layer)
+    per_fact = torch_fact_logits(model, tok, facts, bf16=False, facts_per_batch=2)
+    assert [z.shape for z in per_fact] == [(2, 3), (0, 3), (1, 3)]
     for frozen in range(1, layers):
         states = lower_states(model, tok, facts, frozen, bf16=False, facts_per_batch=2)
         assert states[1] is None and [s[0].shape[0] for s in states if s] == [2, 1]
@@ -255,6 +257,7 @@ def test_frozen_lower_layers_split_the_forward_pass_exactly(tiny_inputs):
                 whole = model(**{k: torch.from_numpy(v) for k, v in encode_pairs(tok, pairs).items()}).logits
                 split = upper_logits(model, hidden, mask, frozen)
             assert torch.allclose(whole, split, atol=1e-5)
+            assert any(np.allclose(whole.numpy(), z, atol=1e-5) for z in per_fact if len(z) == len(pairs))
     # a frozen fine-tune moves only the layers above the split
     before = {k: v.clone() for k, v in model.state_dict().items()}
     states = lower_states(model, tok, facts, 1, bf16=False)

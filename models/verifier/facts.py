@@ -25,6 +25,17 @@ def entail_logodds(logits, labels=(0, 1, 2)):
     return logits[..., e] - torch.logaddexp(logits[..., n], logits[..., c])
 
 
+def _batch_order(n: int, facts_per_batch: int, seed: int, epochs: float):
+    """The facts of each batch: seeded permutations, one after another, cut after ``epochs`` passes."""
+    rng = np.random.RandomState(seed)
+    total = int(round(epochs * n))
+    order: list[int] = []
+    while len(order) < total:
+        order.extend(rng.permutation(n).tolist())
+    for b in range(0, total, facts_per_batch):
+        yield order[b : b + facts_per_batch]
+
+
 def fact_batches(examples, tokenizer, facts_per_batch: int, seed: int, epochs: float):
     """Batches of whole facts: ``input_ids`` etc. over all their pairs, ``owner`` (pair → fact
     index in the batch) and ``labels`` (per fact)."""
@@ -32,13 +43,7 @@ def fact_batches(examples, tokenizer, facts_per_batch: int, seed: int, epochs: f
 
     from fscore_lite.backends.cross_encoder import encode_pairs
 
-    rng = np.random.RandomState(seed)
-    total = int(round(epochs * len(examples)))
-    order: list[int] = []
-    while len(order) < total:
-        order.extend(rng.permutation(len(examples)).tolist())
-    for b in range(0, total, facts_per_batch):
-        idx = order[b : b + facts_per_batch]
+    for idx in _batch_order(len(examples), facts_per_batch, seed, epochs):
         pairs, owner = [], []
         for j, i in enumerate(idx):
             pairs += examples[i][0]
@@ -49,36 +54,41 @@ def fact_batches(examples, tokenizer, facts_per_batch: int, seed: int, epochs: f
         yield feeds
 
 
-def lower_states(model, tokenizer, pair_lists: list[list[tuple[str, str]]], frozen_layers: int, bf16: bool,
-                 facts_per_batch: int = 32) -> list[tuple | None]:
-    """Per fact, the output of the embeddings and the first ``frozen_layers`` encoder layers for
-    its pairs — (hidden [k, T, H], attention_mask [k, T]) trimmed to the fact's own longest pair —
-    or None for a fact without pairs."""
+def _per_fact(model, tokenizer, pair_lists, bf16: bool, facts_per_batch: int, run) -> list[dict | None]:
+    """``run(feeds)`` (a dict of tensors with one row per pair) over chunks of facts, without
+    gradients; per fact, its rows of every tensor, or None for a fact without pairs."""
     import torch
 
     from fscore_lite.backends.cross_encoder import encode_pairs
 
-    out: list[tuple | None] = []
+    out: list[dict | None] = []
     model.eval()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         for b in range(0, len(pair_lists), facts_per_batch):
             chunk = pair_lists[b : b + facts_per_batch]
             flat = [p for pl in chunk for p in pl]
-            if not flat:
-                out += [None] * len(chunk)
-                continue
-            feeds = {k: torch.from_numpy(v) for k, v in encode_pairs(tokenizer, flat).items()}
-            h = model.bert.embeddings(input_ids=feeds["input_ids"], token_type_ids=feeds["token_type_ids"])
-            h = _run_layers(model, h, feeds["attention_mask"], 0, frozen_layers)
+            rows = run({k: torch.from_numpy(v) for k, v in encode_pairs(tokenizer, flat).items()}) if flat else {}
             i = 0
             for pl in chunk:
-                if not pl:
-                    out.append(None)
-                    continue
-                mask = feeds["attention_mask"][i : i + len(pl)]
-                width = int(mask.sum(1).max())
-                out.append((h[i : i + len(pl), :width].clone(), mask[:, :width].clone()))
+                out.append({k: v[i : i + len(pl)] for k, v in rows.items()} if pl else None)
                 i += len(pl)
+    return out
+
+
+def lower_states(model, tokenizer, pair_lists: list[list[tuple[str, str]]], frozen_layers: int, bf16: bool,
+                 facts_per_batch: int = 32) -> list[tuple | None]:
+    """Per fact, the output of the embeddings and the first ``frozen_layers`` encoder layers for
+    its pairs — (hidden [k, T, H], attention_mask [k, T]) trimmed to the fact's own longest pair —
+    or None for a fact without pairs."""
+
+    def run(feeds):
+        h = model.bert.embeddings(input_ids=feeds["input_ids"], token_type_ids=feeds["token_type_ids"])
+        return {"h": _run_layers(model, h, feeds["attention_mask"], 0, frozen_layers), "mask": feeds["attention_mask"]}
+
+    out: list[tuple | None] = []
+    for rows in _per_fact(model, tokenizer, pair_lists, bf16, facts_per_batch, run):
+        width = int(rows["mask"].sum(1).max()) if rows else 0
+        out.append((rows["h"][:, :width].clone(), rows["mask"][:, :width].clone()) if rows else None)
     return out
 
 
@@ -101,13 +111,7 @@ def state_batches(examples, states, facts_per_batch: int, seed: int, epochs: flo
     to the batch's longest pair)."""
     import torch
 
-    rng = np.random.RandomState(seed)
-    total = int(round(epochs * len(examples)))
-    order: list[int] = []
-    while len(order) < total:
-        order.extend(rng.permutation(len(examples)).tolist())
-    for b in range(0, total, facts_per_batch):
-        idx = order[b : b + facts_per_batch]
+    for idx in _batch_order(len(examples), facts_per_batch, seed, epochs):
         parts = [states[i] for i in idx]
         width = max(m.shape[1] for _, m in parts)
         hidden = torch.cat([torch.nn.functional.pad(h, (0, 0, 0, width - h.shape[1])) for h, _ in parts])
@@ -159,22 +163,5 @@ def finetune_facts(model, tokenizer, examples: list[tuple[list[tuple[str, str]],
 
 def torch_fact_logits(model, tokenizer, pair_lists: list[list[tuple[str, str]]], bf16: bool, facts_per_batch: int = 32):
     """Per fact, the [k, 3] logits of its pairs (torch; for out-of-fold features)."""
-    import torch
-
-    from fscore_lite.backends.cross_encoder import encode_pairs
-
-    out: list[np.ndarray] = []
-    model.eval()
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        for b in range(0, len(pair_lists), facts_per_batch):
-            chunk = pair_lists[b : b + facts_per_batch]
-            flat = [p for pl in chunk for p in pl]
-            if not flat:
-                out += [np.zeros((0, 3), np.float32)] * len(chunk)
-                continue
-            z = model(**{k: torch.from_numpy(v) for k, v in encode_pairs(tokenizer, flat).items()}).logits.float().numpy()
-            i = 0
-            for pl in chunk:
-                out.append(z[i : i + len(pl)])
-                i += len(pl)
-    return out
+    rows = _per_fact(model, tokenizer, pair_lists, bf16, facts_per_batch, lambda feeds: {"z": model(**feeds).logits.float()})
+    return [r["z"].numpy() if r else np.zeros((0, 3), np.float32) for r in rows]
