@@ -50,7 +50,7 @@ models-demo: $(VENV)/.runtime
 models-test: $(VENV)/.runtime
 	$(BIN)/fscore-lite models install-default 0.5b minilm
 
-# The default verifier, trained here (torch; 448 s on 2 cores here, recipe 4); skipped when installed
+# The default verifier, trained here (torch; 448-630 s on 2 cores here, recipe 4); skipped when installed
 # with the same settings and recipe.
 models-verifier: $(VENV)/.export
 	$(BIN)/fscore-lite models install-default minilm
