@@ -33,11 +33,10 @@ def main() -> None:
     from fscore_lite.cache import CallCache
     from fscore_lite.factscore.page_features import FEATURES, PageIndex, fact_features
     from fscore_lite.factscore.retrieve import Retriever
-    from fscore_lite.factscore.trained import (CE_FEATURES, POSITION_FEATURES, PairBuilder, ce_features, page_text,
-                                               relative_positions)
+    from fscore_lite.factscore.trained import CE_FEATURES, POSITION_FEATURES, PairBuilder, ce_features, page_text
     from fscore_lite.manifest import Bundle
     from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
-    from fscore_lite.metaeval.verifier_cv import cross_validate, load_examples, per_subject, topic_folds
+    from fscore_lite.metaeval.verifier_cv import cross_validate, fact_positions, load_examples, per_subject, topic_folds
     from fscore_lite.settings import Settings
     from fscore_lite.store import open_store
     from fscore_lite_models.verifier.build import VerifierConfig
@@ -67,13 +66,8 @@ def main() -> None:
     page = {t: PageIndex.build(t, page_text(store, t)) for t in ex.topics}
     pfeat = {k: [fact_features(f.text, page[f.topic], [x.passage.text for x in e])
                  for f, e in zip(getattr(ex, k), evidence[k])] for k in kinds}
-    for k in kinds:  # the fact's place among its bio's facts of that kind, as `featurise` computes it
-        by_bio: dict[int, list[int]] = {}
-        for i, f in enumerate(getattr(ex, k)):
-            by_bio.setdefault(f.bio, []).append(i)
-        for idx in by_bio.values():
-            for i, p in zip(idx, relative_positions(len(idx))):
-                pfeat[k][i]["position"] = p
+    for (k, i), p in fact_positions(ex).items():  # as `featurise` computes it
+        pfeat[k][i]["position"] = p
     bf16 = cpu_has_bf16()
     base, _ = train_snli(ckpt, snli_files(s.home), cfg.snli, seed=cfg.seed, threads=cfg.threads, bf16=bf16,
                          log=lambda m: None)

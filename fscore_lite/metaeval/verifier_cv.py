@@ -71,6 +71,21 @@ def topic_folds(topics: list[str], k: int) -> dict[str, int]:
     return {t: i % k for i, t in enumerate(ordered)}
 
 
+def fact_positions(ex: Examples) -> dict[tuple[str, int], float]:
+    """(kind, index) → the fact's place among its bio's facts of that kind
+    (:func:`~fscore_lite.factscore.trained.relative_positions`, as in a scored response)."""
+    from ..factscore.trained import relative_positions
+
+    position: dict[tuple[str, int], float] = {}
+    for kind in ("human", "model"):
+        by_bio: dict[int, list[int]] = {}
+        for i, f in enumerate(getattr(ex, kind)):
+            by_bio.setdefault(f.bio, []).append(i)
+        for idx in by_bio.values():
+            position.update({(kind, i): p for i, p in zip(idx, relative_positions(len(idx)))})
+    return position
+
+
 def featurise(ex: Examples, retriever, verifier, progress=None, more=()) -> None:
     """Fill ``ex.features`` with the verifier's inputs for every human and model fact.
 
@@ -79,17 +94,9 @@ def featurise(ex: Examples, retriever, verifier, progress=None, more=()) -> None
     fact is computed alone, exactly as ``score`` computes it, so the split changes no value."""
     import threading
 
-    from ..factscore.trained import relative_positions
-
     pool = [(retriever, verifier), *more]
     jobs = [(kind, i, f) for kind in ("human", "model") for i, f in enumerate(getattr(ex, kind))]
-    position: dict[tuple[str, int], float] = {}  # each fact's place among its bio's facts of that kind
-    for kind in ("human", "model"):
-        by_bio: dict[int, list[int]] = {}
-        for i, f in enumerate(getattr(ex, kind)):
-            by_bio.setdefault(f.bio, []).append(i)
-        for idx in by_bio.values():
-            position.update({(kind, i): p for i, p in zip(idx, relative_positions(len(idx)))})
+    position = fact_positions(ex)
     out: dict[str, list] = {kind: [None] * len(getattr(ex, kind)) for kind in ("human", "model")}
     lock = threading.Lock()
     errors: list[BaseException] = []

@@ -58,6 +58,9 @@ def fact_pairs(ex, retriever, builder) -> dict[str, list[list[tuple[str, str]]]]
 
 
 def _load(checkpoint: Path):
+    from .torch_train import load_torch
+
+    load_torch()  # before transformers imports torch: when stage 1 is reused, this is the first import
     from transformers import BertForSequenceClassification
 
     model = BertForSequenceClassification.from_pretrained(str(checkpoint), attn_implementation="eager")

@@ -132,14 +132,14 @@ def finetune_facts(model, tokenizer, examples: list[tuple[list[tuple[str, str]],
     from .torch_train import seed_everything, train_loop
 
     seed_everything(seed, threads)
+    if frozen_layers and (states is None or len(states) != len(examples)):
+        raise ValueError("frozen_layers needs the lower layers' states of every example")
+    keep = [i for i, e in enumerate(examples) if e[0]]  # facts without evidence teach nothing
+    examples = [examples[i] for i in keep]
     if frozen_layers:
-        if states is None or len(states) != len(examples):
-            raise ValueError("frozen_layers needs the lower layers' states of every example")
+        states = [states[i] for i in keep]
         for module in (model.bert.embeddings, *model.bert.encoder.layer[:frozen_layers]):
             module.requires_grad_(False)
-        keep = [i for i, e in enumerate(examples) if e[0]]
-        examples, states = [examples[i] for i in keep], [states[i] for i in keep]
-    examples = [e for e in examples if e[0]]
     steps = math.ceil(epochs * len(examples) / facts_per_batch)
 
     def loss_fn(m, batch):
