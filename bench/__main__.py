@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 
 # OpenMP runtimes (torch's, llama.cpp's) busy-wait between parallel regions by default; on a
-# machine shared with other jobs that makes 2 threads many times slower than 1. onnxruntime
-# already runs without spinning in fscore-lite, so every side waits passively here. Must be
-# set before torch or llama_cpp is loaded.
+# machine shared with other jobs that makes 2 threads many times slower than 1, so they wait
+# passively here, as in fscore-lite's runtime (fscore_lite/__init__.py). onnxruntime sessions keep
+# the runtime's own bounded spin (fscore_lite/backends/onnx_session.py). Must be set before torch
+# or llama_cpp is loaded.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
@@ -23,6 +24,8 @@ import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+from fscore_lite.backends.onnx_session import SPIN_ENV, session_spin  # noqa: E402
 
 from .common import REPO, fmt_s, log, machine_info, machine_markdown, md_table, now, save_json  # noqa: E402
 
@@ -122,8 +125,9 @@ Last run ({now()}, `{command}`):
 
 The machine is shared with other jobs: expect noise between runs; ratios are more stable than
 absolute times. OpenMP runtimes (torch, llama.cpp) run with `OMP_WAIT_POLICY={os.environ.get("OMP_WAIT_POLICY", "")}`
-(no busy-waiting, like fscore-lite's onnxruntime sessions): with busy-waiting, 2 threads on 2 shared
-cores were up to 16× slower than 1 thread for torch.
+(no busy-waiting): with busy-waiting, 2 threads on 2 shared cores were up to 16× slower than 1
+thread for torch. fscore-lite's onnxruntime sessions with more than one thread let idle workers spin
+for {session_spin(2)} µs before they sleep (`{SPIN_ENV}`; `fscore_lite/backends/onnx_session.py`), as at run time.
 """
 
 

@@ -278,7 +278,9 @@ def run(args) -> tuple[str, dict]:
     inputs = make_inputs(args.data, n)
     classes = {"qg": T5ForConditionalGeneration, "qa": AlbertForQuestionAnswering,
                "nli": RobertaForSequenceClassification}
-    result: dict = {"samples": n, "decode_steps": DECODE_STEPS, "num_beams": NUM_BEAMS,
+    from fscore_lite.backends.onnx_session import session_spin
+
+    result: dict = {"onnx_spin_us": session_spin(2), "samples": n, "decode_steps": DECODE_STEPS, "num_beams": NUM_BEAMS,
                     "questions_per_response": QUESTIONS_PER_RESPONSE, "threads": {}, "load_s": {}, "agreement": {},
                     "sizes_mb": {}}
     ref = {}
@@ -301,29 +303,56 @@ def run(args) -> tuple[str, dict]:
             for role in SHAPES:
                 ours[role], secs = timed(load_onnx, bundle_dir, role, t)
                 result["load_s"][role].setdefault("onnx_int8", secs)
+            # with workers: the same graphs again with passive waiting, to show what the runtime's
+            # bounded spin (fscore_lite/backends/onnx_session.py) buys, in the same interleaving
+            passive = {role: _passive(load_onnx, bundle_dir, role, t) for role in SHAPES} if t > 1 else None
+            sides = ("transformers_fp32", "onnx_int8") + (("onnx_int8_passive",) if passive else ())
             for stage, role, key, tf, of in STAGES:
                 log(f"q2_runtime: {stage}, {t} thread(s), {n} inputs")
-                tf(ref[role], inputs[0][key])  # warm-up, both sides
+                tf(ref[role], inputs[0][key])  # warm-up, every side
                 of(ours[role], inputs[0][key])
-                ts, os_, same, total = [], [], 0, 0
-                for x in inputs:  # interleaved: both sides see the same machine load
+                if passive:
+                    of(passive[role], inputs[0][key])
+                times: dict[str, list[float]] = {side: [] for side in sides}
+                same = total = 0
+                for x in inputs:  # interleaved: every side sees the same machine load
                     a, s1 = timed(tf, ref[role], x[key])
                     b, s2 = timed(of, ours[role], x[key])
-                    ts.append(s1)
-                    os_.append(s2)
+                    times["transformers_fp32"].append(s1)
+                    times["onnx_int8"].append(s2)
+                    if passive:
+                        c, s3 = timed(of, passive[role], x[key])
+                        times["onnx_int8_passive"].append(s3)
+                        assert c == b, f"{stage}: passive waiting changed the output"
                     same += sum(p == q for p, q in zip(a, b))
                     total += len(a)
-                per_stage[stage] = {"transformers_fp32": summarize(ts), "onnx_int8": summarize(os_),
-                                    "tokens": sum(_length(x[key]) for x in inputs) / n}
+                per_stage[stage] = {side: summarize(v) for side, v in times.items()}
+                per_stage[stage]["tokens"] = sum(_length(x[key]) for x in inputs) / n
                 result["agreement"].setdefault(stage, f"{same}/{total}")
-            del ours
+            del ours, passive
             free_memory()
-        per_resp = {side: sum(per_stage[s][side]["mean"] for s in per_stage)
-                    for side in ("transformers_fp32", "onnx_int8")}
+        per_resp = {side: sum(per_stage[s][side]["mean"] for s in per_stage) for side in sides}
         result["threads"][t] = {"stages": per_stage, "per_response_s": per_resp}
     del ref
     free_memory()
     return _markdown(result), result
+
+
+def _passive(load, *args):
+    """``load(*args)`` with the runtime's spin turned off (FSCORE_LITE_ONNX_SPIN_US=0)."""
+    import os
+
+    from fscore_lite.backends.onnx_session import SPIN_ENV
+
+    saved = os.environ.get(SPIN_ENV)
+    os.environ[SPIN_ENV] = "0"
+    try:
+        return load(*args)
+    finally:
+        if saved is None:
+            os.environ.pop(SPIN_ENV, None)
+        else:
+            os.environ[SPIN_ENV] = saved
 
 
 def _markdown(r: dict) -> str:
@@ -343,6 +372,15 @@ def _markdown(r: dict) -> str:
     loads = "; ".join(f"{k.upper()} {fmt_s(v['transformers_fp32'])} vs {fmt_s(v.get('onnx_int8', float('nan')))}"
                       for k, v in r["load_s"].items())
     agree = ", ".join(f"{k} {v}" for k, v in r["agreement"].items())
+    spin = r.get("onnx_spin_us", 0)
+    waits = "".join(
+        f"\n- {t} threads, same run, interleaved: fscore-lite's sessions let idle workers spin {spin} µs before they "
+        f"sleep; with passive waiting (`FSCORE_LITE_ONNX_SPIN_US=0`, same outputs) a response took "
+        f"{fmt_s(res['per_response_s']['onnx_int8_passive'])} against {fmt_s(res['per_response_s']['onnx_int8'])} "
+        f"({ratio(res['per_response_s']['transformers_fp32'], res['per_response_s']['onnx_int8_passive'])} the "
+        f"reference style instead of {ratio(res['per_response_s']['transformers_fp32'], res['per_response_s']['onnx_int8'])}; "
+        + ", ".join(f"{stage} {fmt_s(v['onnx_int8_passive']['mean'])}" for stage, v in res["stages"].items()) + ")."
+        for t, res in r["threads"].items() if "onnx_int8_passive" in res["per_response_s"])
     mm = "; ".join(f"{k.upper()} {q}/{n}" for k, (q, n) in r.get("int8_matmuls", {}).items())
     shapes = "; ".join(f"{k.upper()}: {v[1]}" for k, v in SHAPES.items())
     return f"""Models: random weights with the reference shapes ({shapes}). Mean seconds per call over
@@ -370,5 +408,5 @@ runs each question alone; fscore-lite runs the response's QA questions in one ca
   place; each is tested to give the same bits (`tests/test_q2_onnx.py`, `tests/test_q2_rules.py`).
 - int8 batched vs fp32 reference, same decision per question (argmax span / label / first beam; first thread
   count; random weights make logits nearly flat, so this is a worst case for int8 — see `int8_fp32` for the
-  real embedder): {agree}.
+  real embedder): {agree}.{waits}
 """

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_qa import OnnxTextModel, make_session
+from .onnx_qa import OnnxTextModel
+from .onnx_session import make_session
 
 
 def pair_tokenizer(tokenizer, max_length: int):

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ModelIntegrityError
 from ..settings import DEFAULT_EMBED
+from .onnx_session import make_session
 
 MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length
 
@@ -51,7 +52,6 @@ class SentenceEmbedder:
         threads: int = 1,
         max_tokens: int = MAX_TOKENS,
     ):
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self._name = name
@@ -69,15 +69,7 @@ class SentenceEmbedder:
         if self._cls_id is None or self._sep_id is None:
             raise ModelIntegrityError(f"{tokenizer_path} is not a BERT tokenizer (no [CLS]/[SEP] tokens)")
 
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self.threads
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Do not busy-wait between ops: the machine is usually shared.
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.log_severity_level = 3
-        self.session = ort.InferenceSession(str(model_path), sess_options=opts, providers=["CPUExecutionProvider"])
+        self.session = make_session(model_path, self.threads)
         self._input_names = {i.name for i in self.session.get_inputs()}
         missing = {"input_ids", "attention_mask"} - self._input_names
         if missing:

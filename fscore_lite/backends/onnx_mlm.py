@@ -14,13 +14,11 @@ from ..errors import ModelNotInstalled
 
 class MaskedLMEncoder:
     def __init__(self, onnx_path, tokenizer_path, name: str, sha256: str, threads: int = 1):
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+        from .onnx_session import make_session
+
+        self.session = make_session(onnx_path, threads)
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..cache import CallCache
 from ..errors import ModelIntegrityError
+from .onnx_session import make_session
 
 DOC_STRIDE = 128  # tokens shared by consecutive context windows (the SQuAD scripts' default)
 
@@ -35,20 +36,6 @@ def pad_rows(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray
         ids[i, : len(r)] = r
         mask[i, : len(r)] = 1
     return ids, mask
-
-
-def make_session(path: str | Path, threads: int):
-    """An onnxruntime CPU session with ``threads`` intra-op threads and no busy-waiting."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = max(1, int(threads))
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
 
 def _json_roundtrip(value: Any) -> Any:

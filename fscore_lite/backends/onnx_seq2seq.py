@@ -20,7 +20,8 @@ import hashlib
 import numpy as np
 
 from ..errors import ModelIntegrityError
-from .onnx_qa import OnnxTextModel, make_session, pad_rows
+from .onnx_qa import OnnxTextModel, pad_rows
+from .onnx_session import make_session
 
 NEG = np.float32(-1.0e9)
 

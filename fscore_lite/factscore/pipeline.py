@@ -17,6 +17,7 @@ from ..cache import CallCache
 from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs
 from ..io import summary_path_for as io_summary_path_for
 from ..progress import Progress
+from ..backends.onnx_session import session_spin
 from ..settings import Settings
 from .abstain import is_abstained
 from .atomic_facts import describe_settings as atomic_fact_settings
@@ -175,6 +176,7 @@ class FactScorer:
                 "atomic_facts": atomic_fact_settings(o.demo_shortcut),
                 "npm_passages": NPM_PASSAGES if o.npm else None,
                 "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
+                "onnx_spin_us": session_spin(self.settings.threads),
                 "decode_parallel": self.settings.parallel,
             },
         }

@@ -21,6 +21,7 @@ from ..errors import InputError
 from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs, read_records, require_text
 from ..io import summary_path_for
 from ..progress import Progress  # noqa: F401  (also imported from here by the Q² meta-eval)
+from ..backends.onnx_session import session_spin
 from ..settings import Settings
 from .score import STAGES, Q2Options, StageTimer, e2e_nli_score, score_response
 
@@ -91,7 +92,8 @@ class Q2Scorer:
             "backends": self.roles.describe(),
             "precision": self.precision,
             "options": self.options.to_json(),
-            "settings": {"threads": self.settings.threads, "llm": self.settings.llm,
+            "settings": {"threads": self.settings.threads, "onnx_spin_us": session_spin(self.settings.threads),
+                         "llm": self.settings.llm,
                          "models_dir": str(self.settings.models_dir),
                          "cache": str(self.cache.path) if self.cache.path else None},
         }
