@@ -26,15 +26,24 @@ def _home() -> Path:
     return base / "fscore-lite"
 
 
+def env_int(name: str, minimum: int, unit: str) -> int | None:
+    """The whole number in environment variable ``name`` (None when unset or blank); a clear
+    error naming the variable when it is not a whole number of ``unit`` of at least ``minimum``."""
+    env = os.environ.get(name)
+    if env is None or not env.strip():
+        return None
+    try:
+        value = int(env.strip())
+    except ValueError:
+        raise FscoreError(f"{name} must be a whole number of {unit} ({minimum} or more), not {env!r}") from None
+    if value < minimum:
+        raise FscoreError(f"{name} must be {minimum} or more, not {value}")
+    return value
+
+
 def _default_threads() -> int:
-    env = os.environ.get("FSCORE_LITE_THREADS")
-    if env is not None and env.strip():
-        try:
-            value = int(env.strip())
-        except ValueError:
-            raise FscoreError(f"FSCORE_LITE_THREADS must be a whole number of threads (1 or more), not {env!r}") from None
-        if value < 1:
-            raise FscoreError(f"FSCORE_LITE_THREADS must be 1 or more, not {value}")
+    value = env_int("FSCORE_LITE_THREADS", 1, "threads")
+    if value is not None:
         return value
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 

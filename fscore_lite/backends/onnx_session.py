@@ -16,10 +16,9 @@ picked up, never how it is split: outputs are the same bytes either way (tested)
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from ..errors import FscoreError
+from ..settings import env_int
 
 SPIN_ENV = "FSCORE_LITE_ONNX_SPIN_US"
 DEFAULT_SPIN_US = 50  # 30-300 µs all gave the same gain here; the shortest wait that does
@@ -27,16 +26,8 @@ DEFAULT_SPIN_US = 50  # 30-300 µs all gave the same gain here; the shortest wai
 
 def spin_microseconds() -> int:
     """How long an idle worker thread spins before it sleeps (µs; 0: it sleeps at once)."""
-    raw = os.environ.get(SPIN_ENV)
-    if raw is None or not raw.strip():
-        return DEFAULT_SPIN_US
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise FscoreError(f"{SPIN_ENV} must be a whole number of microseconds (0 or more), not {raw!r}") from None
-    if value < 0:
-        raise FscoreError(f"{SPIN_ENV} must be 0 or more, not {value}")
-    return value
+    value = env_int(SPIN_ENV, 0, "microseconds")
+    return DEFAULT_SPIN_US if value is None else value
 
 
 def session_spin(threads: int) -> int:
