@@ -7,10 +7,10 @@ blocks to its worker threads. A worker that sleeps as soon as it runs out of wor
 for the next operator, and Q²'s calls are hundreds of small operators (a decoder step over a few
 beams): with passive waiting, 2 threads were barely faster than 1. Workers therefore spin for a
 short, bounded time before they sleep (:data:`DEFAULT_SPIN_US`, onnxruntime's
-``session.intra_op.spin_duration_us``): on the Q² benchmark's models at 2 threads that made a
-response 18-21% faster (``docs/BENCHMARKS.md``). The price is paid when another process keeps
-the cores busy: with one core taken by a busy loop the same response was about 25% slower than
-with passive waiting. ``FSCORE_LITE_ONNX_SPIN_US=0`` turns spinning off (for machines shared
+``session.intra_op.spin_duration_us``): on the Q² benchmark's models at 2 threads that took 15%
+off a response's time (0.75 s against 0.88 s, ``docs/BENCHMARKS.md``). The price is paid when another process keeps
+the cores busy: with one core taken by a busy loop the same response took about a quarter
+longer than with passive waiting. ``FSCORE_LITE_ONNX_SPIN_US=0`` turns spinning off (for machines shared
 with busy jobs; ``--threads 1`` has no workers to wait at all). Spinning changes when work is
 picked up, never how it is split: outputs are the same bytes either way (tested).
 """
