@@ -10,13 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ModelNotInstalled
+from .onnx_session import make_session
 
 
 class MaskedLMEncoder:
     def __init__(self, onnx_path, tokenizer_path, name: str, sha256: str, threads: int = 1):
         from tokenizers import Tokenizer
-
-        from .onnx_session import make_session
 
         self.session = make_session(onnx_path, threads)
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))

@@ -13,11 +13,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from ..backends.onnx_session import session_spin
 from ..cache import CallCache
 from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs
 from ..io import summary_path_for as io_summary_path_for
 from ..progress import Progress
-from ..backends.onnx_session import session_spin
 from ..settings import Settings
 from .abstain import is_abstained
 from .atomic_facts import describe_settings as atomic_fact_settings

@@ -16,12 +16,12 @@ import json
 import time
 from pathlib import Path
 
+from ..backends.onnx_session import session_spin
 from ..cache import CallCache
 from ..errors import InputError
 from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs, read_records, require_text
 from ..io import summary_path_for
 from ..progress import Progress  # noqa: F401  (also imported from here by the Q² meta-eval)
-from ..backends.onnx_session import session_spin
 from ..settings import Settings
 from .score import STAGES, Q2Options, StageTimer, e2e_nli_score, score_response
 
