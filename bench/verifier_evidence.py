@@ -6,8 +6,10 @@ training fact of ``DIR`` (default ``../shared/data``) with the installed verifie
 exactly as ``fscore-lite models train verifier`` and ``meta-eval --cv`` featurise them (same store,
 retrieval, pair rule, one 1-thread session per worker), then prints the topic-grouped
 cross-validated ER and F1(NS) per subject for each fold count, as ``meta-eval factscore-er
---verifier trained --cv K`` computes them. Nothing is installed. Cross-encoder calls go through the
-call cache, so a second run of a setting is quick.
+--verifier trained --cv K`` computes them, and for every setting after the first, its estimates
+minus the first setting's on the same bios with a 95% interval over resampled topics
+(:func:`fscore_lite.metaeval.cv_report.paired_estimates`). Nothing is installed. Cross-encoder calls
+go through the call cache, so a second run of a setting is quick.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ def main() -> None:
 
     from fscore_lite.cache import CallCache
     from fscore_lite.manifest import Bundle
+    from fscore_lite.metaeval.cv_report import paired_estimates
     from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
     from fscore_lite.metaeval.verifier_cv import cross_validate, featurise, load_examples, per_subject, worker_pool
     from fscore_lite.settings import Settings
@@ -52,6 +55,7 @@ def main() -> None:
     k = int(verifier.extra.get("k", 5))
     cache = CallCache(settings.cache_path)
     print(f"verifier {verifier.name}: NLI graph {nli.name} ({nli.sha256[:12]}), {len(names)} features, k {k}")
+    first: dict[int, object] = {}  # folds → the first setting's held-out result
     for passages, window in a.settings:
         ex = load_examples(a.data, pages)
         pool = worker_pool(bundle, store, nli, cache, a.threads, k, window, passages)
@@ -59,11 +63,18 @@ def main() -> None:
         featurise(ex, *pool[0], None, more=pool[1:])
         print(f"{passages}x{window}: {len(ex.human) + len(ex.model)} facts featurised in {time.monotonic() - t:.0f} s")
         for folds in (int(f) for f in a.folds.split(",")):
-            rows = per_subject(ex, cross_validate(ex, names, folds, l2, adjust=True))
+            res = cross_validate(ex, names, folds, l2, adjust=True)
+            rows = per_subject(ex, res)
             er = " / ".join(f"{r['error_rate']:.1f}" for r in rows)
             f1 = " / ".join(f"{100 * (r['f1_ns'] or 0):.1f}" for r in rows)
             print(f"  {folds:>2} folds: ER {er} (sum {sum(r['error_rate'] for r in rows):.1f}) | F1(NS) {f1} "
                   f"(mean {sum(100 * (r['f1_ns'] or 0) for r in rows) / len(rows):.1f})")
+            if folds in first:
+                diff = " / ".join(f"{d['difference']:+.1f} [{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}]"
+                                  for d in paired_estimates(ex, res, first[folds]))
+                print(f"            estimate minus {a.settings[0][0]}x{a.settings[0][1]}'s, same bios: {diff}")
+            else:
+                first[folds] = res
 
 
 if __name__ == "__main__":

@@ -221,6 +221,9 @@ def test_held_out_er_of_the_stack_beside_the_trained_verifier(stack_build, tiny_
         t = trained[r["subject"]]
         assert r["n_bios"] == t["n_bios"] and r["human"] == pytest.approx(t["human"])
         assert r["trained"]["estimated"] == pytest.approx(t["estimated"])
+        assert r["trained"]["signed_error_ci95"] == t["signed_error_ci95"]
+        lo, hi = r["stacked"]["signed_error_ci95"]
+        assert lo - 0.01 <= r["stacked"]["estimated"] - r["human"] <= hi + 0.01
         assert 0.0 <= r["stacked"]["estimated"] <= 100.0
         assert r["stacked"]["error_rate"] == pytest.approx(abs(r["stacked"]["estimated"] - r["human"]))
     assert rep["model_facts"] == sum(r["n_facts"] for r in rep["subjects"])
@@ -229,6 +232,7 @@ def test_held_out_er_of_the_stack_beside_the_trained_verifier(stack_build, tiny_
             np.mean([abs(b[side] - b["human"]) for b in rep["per_bio"]]))
     text = format_stack_er_report(rep)
     assert text.startswith("held-out topics: 2-fold") and "llm+trained" in text.splitlines()[1]
+    assert "llm+trained: estimate − human, with its 95% interval over resampled topics" in text
 
     # a fixed sample of one bio per subject: same stacks, fewer margins, same estimate per bio
     one = run_stack_er_cv(tiny_inputs["data"], s, 2, limit=1, llm=ScriptedLLM(), progress=False)

@@ -117,6 +117,9 @@ def test_er_report_numbers_with_a_fake_estimator(mini_data, tmp_path, monkeypatc
         (bio,) = [json.loads(l) for l in (mini_data / "factscore-labeled" / f"{r['subject']}.jsonl").read_text().splitlines()]
         facts = [f["text"] for f in bio["annotations"][0]["model-atomic-facts"]]
         assert r["estimated"] == pytest.approx(100 * sum(len(f.split()) % 2 == 0 for f in facts) / len(facts))
+        # one bio: the interval over resampled topics is that bio's own signed error
+        assert r["signed_error_ci95"] == [pytest.approx(r["estimated"] - r["human"], abs=0.01)] * 2
+    assert "InstructGPT" in er.format_error_cis(report["subjects"])
 
 
 @pytest.mark.llm

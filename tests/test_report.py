@@ -385,6 +385,33 @@ def test_bootstrap_is_seeded_and_sane():
     assert paired_difference({"a": 1.0}, {"b": 1.0}) is None
 
 
+def test_clustered_interval_resamples_whole_groups():
+    from fscore_lite.metaeval.factscore_er import signed_error_ci
+    from fscore_lite.report.bootstrap import clustered_mean_ci
+
+    rng = np.random.default_rng(5)
+    # one value per group: the same interval as the plain bootstrap draws with the same seed
+    single = {f"t{i:02d}": [float(v)] for i, v in enumerate(rng.normal(size=30))}
+    flat = [v[0] for _, v in sorted(single.items())]
+    assert clustered_mean_ci(single) == bootstrap_ci(flat)
+    # the key order of the dict does not matter
+    assert clustered_mean_ci(dict(reversed(list(single.items())))) == clustered_mean_ci(single)
+    # groups of perfectly correlated values: as wide as one value per group, not √3 narrower
+    tripled = {k: v * 3 for k, v in single.items()}
+    lo1, hi1 = clustered_mean_ci(single)
+    lo3, hi3 = clustered_mean_ci(tripled)
+    assert (lo3, hi3) == pytest.approx((lo1, hi1))
+    loose_lo, loose_hi = bootstrap_ci([x for _, v in sorted(tripled.items()) for x in v])
+    assert loose_hi - loose_lo < 0.7 * (hi3 - lo3)  # resampling values one by one understates it
+    # a group counts with its size in the mean, as in the plain mean of all values
+    lo, hi = clustered_mean_ci({"a": [1.0, 1.0, 1.0], "b": [0.0]})
+    assert lo <= 0.75 <= hi and clustered_mean_ci({}) is None and clustered_mean_ci({"a": []}) is None
+    # a subject's signed error in points, estimate minus human, grouped by topic
+    ci = signed_error_ci([0.5, 0.7, 0.2, 0.9], [0.4, 0.6, 0.3, 0.6], ["x", "x", "y", "z"])
+    mean = 100 * (0.1 + 0.1 - 0.1 + 0.3) / 4
+    assert ci[0] <= mean <= ci[1] and ci[0] >= -10 - 1e-9 and ci[1] <= 30 + 1e-9
+
+
 def test_score_summary_has_ci95():
     items = [{"status": "ok", "decisions": [{"is_supported": i % k != 0} for i in range(12)]} for k in (2, 3, 4, 5, 7)]
     items.append({"status": "abstained", "decisions": None})

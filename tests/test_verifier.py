@@ -311,6 +311,18 @@ def test_held_out_figures_of_a_fact_stage_verifier_use_the_recorded_scores(tiny_
     rep = run_er_cv(tiny_inputs["data"], settings, folds=2, progress=False)
     assert rep["recorded_oof_facts"] == len(ex.human) + len(ex.model)
     assert rep["subjects"] == report["cv"]
+    # the paired difference is the difference of the two estimates over the same bios, inside its interval
+    lexical = {r["subject"]: r["estimated"] for r in rep["lexical"]}
+    for r, d in zip(rep["subjects"], rep["trained_minus_lexical"]):
+        assert d["subject"] == r["subject"] and d["difference"] == pytest.approx(r["estimated"] - lexical[r["subject"]])
+        assert d["ci95"][0] - 0.01 <= d["difference"] <= d["ci95"][1] + 0.01
+        lo, hi = r["signed_error_ci95"]
+        assert lo - 0.01 <= r["estimated"] - r["human"] <= hi + 0.01
+    from fscore_lite.metaeval.cv_report import format_cv_report
+
+    text = format_cv_report(rep)
+    assert "estimate − human, with its 95% interval over resampled topics" in text
+    assert "trained − lexical estimate on the same bios" in text
     # the installed (in-sample) model still serves score
     verifier = TrainedVerifier.from_bundle(bundle, store)
     assert verifier.sha256 == [f.sha256 for f in entry.files if f.kind == "weights"][0]

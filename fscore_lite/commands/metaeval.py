@@ -68,7 +68,8 @@ def factscore_er(
             return
         if limit is not None:
             raise FscoreError("--limit with --cv needs --verifier llm+trained (the trained CV scores every bio in seconds)")
-        from ..metaeval.verifier_cv import format_cv_report, run_er_cv
+        from ..metaeval.cv_report import format_cv_report
+        from ..metaeval.verifier_cv import run_er_cv
 
         result = run_er_cv(data, settings, cv, subjects=tuple(subs or SUBJECTS))
         typer.echo(json.dumps(result, indent=2) if as_json else format_cv_report(result))

@@ -103,10 +103,33 @@ class SubjectResult:
     n_human_facts: int
     baseline_estimated: float | None = None
     baseline_f1_ns: float | None = None
+    signed_error_ci95: list[float] | None = None
 
     @property
     def error_rate(self) -> float:
         return abs(self.estimated - self.human)
+
+
+def signed_error_ci(estimates: list[float], humans: list[float], topics: list[str]) -> list[float] | None:
+    """95% interval (points) of a subject's signed error, mean estimate − mean human score, by a
+    seeded bootstrap that resamples topics (:func:`~fscore_lite.report.bootstrap.clustered_mean_ci`):
+    how far the ER could move with another sample of topics like these. Shares are in [0, 1]."""
+    from ..report.bootstrap import clustered_mean_ci
+
+    groups: dict[str, list[float]] = {}
+    for e, h, t in zip(estimates, humans, topics):
+        groups.setdefault(t, []).append(100.0 * (float(e) - float(h)))
+    ci = clustered_mean_ci(groups)
+    return None if ci is None else [round(ci[0], 2), round(ci[1], 2)]
+
+
+def format_error_cis(rows: list[dict]) -> str | None:
+    """One line: each subject's signed error with its 95% interval over resampled topics."""
+    parts = [f"{r['subject']} {r['estimated'] - r['human']:+.1f} [{r['signed_error_ci95'][0]:+.1f}, "
+             f"{r['signed_error_ci95'][1]:+.1f}]" for r in rows if r.get("signed_error_ci95")]
+    if not parts:
+        return None
+    return "estimate − human, with its 95% interval over resampled topics: " + " · ".join(parts)
 
 
 def _human_sn_facts(bio: AnnotatedBio) -> list[tuple[str, bool]]:
@@ -149,6 +172,7 @@ def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=
         est = [r["init_score"] for _, r in ok]
         res = SubjectResult(subject, len(ok), 100 * sum(human) / len(human), 100 * sum(est) / len(est),
                             sum(r["num_facts"] for _, r in ok), None, 0)
+        res.signed_error_ci95 = signed_error_ci(est, human, [b.topic for b, _ in ok])
         sn = [(b, _human_sn_facts(b)) for b, _ in ok]
         labels = [lab for _, fs in sn for _, lab in fs]
         res.n_human_facts = len(labels)
@@ -213,6 +237,8 @@ def format_report(report: dict) -> str:
         bf1 = f"{100 * r['baseline_f1_ns']:.1f}" if r["baseline_f1_ns"] is not None else "-"
         lines.append(f"{r['subject']:<14}{r['n_bios']:>5}{r['human']:>8.1f}{r['estimated']:>8.1f}{r['error_rate']:>7.1f}"
                      f"{f1:>8}{r['n_facts']:>7}{r['n_human_facts']:>8}{ber:>10}{bf1:>10}")
+    cis = format_error_cis(report["subjects"])
+    lines += [cis] if cis else []
     lines.append(f"ranking InstructGPT < ChatGPT < PerplexityAI preserved: {report['ranking_preserved']}")
     calls = report.get("llm_calls") or {}
     if report["facts_verified"]:

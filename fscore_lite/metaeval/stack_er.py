@@ -127,7 +127,7 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
     from ..manifest import Bundle
     from ..progress import Progress
     from ..store import open_store
-    from .factscore_er import ensure_store, ranking_preserved, wiki_pages
+    from .factscore_er import ensure_store, ranking_preserved, signed_error_ci, wiki_pages
     from .verifier_cv import featurise, load_examples, use_recorded_scores, worker_pool
 
     if folds < 2:
@@ -183,9 +183,12 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
         human = 100 * float(np.mean([ex.human_share[i] for i in idx]))
         t_est = 100 * float(np.mean([oof.bio_estimate[i] for i in idx]))
         s_est = 100 * float(np.mean([stacked[i] for i in idx]))
-        table.append({"subject": s, "n_bios": len(idx), "n_facts": sum(facts_of[i] for i in idx),
-                      "human": human, "trained": {"estimated": t_est, "error_rate": abs(t_est - human)},
-                      "stacked": {"estimated": s_est, "error_rate": abs(s_est - human)}})
+        humans, topics = [ex.human_share[i] for i in idx], [ex.bios[i].topic for i in idx]
+        table.append({"subject": s, "n_bios": len(idx), "n_facts": sum(facts_of[i] for i in idx), "human": human,
+                      "trained": {"estimated": t_est, "error_rate": abs(t_est - human), "signed_error_ci95":
+                                  signed_error_ci([oof.bio_estimate[i] for i in idx], humans, topics)},
+                      "stacked": {"estimated": s_est, "error_rate": abs(s_est - human), "signed_error_ci95":
+                                  signed_error_ci([stacked[i] for i in idx], humans, topics)}})
 
     per_bio = [{"subject": ex.bios[i].subject, "topic": ex.bios[i].topic, "human": 100 * ex.human_share[i],
                 "trained": 100 * oof.bio_estimate[i], "stacked": 100 * stacked[i]} for i in bios]
@@ -201,6 +204,7 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
 
 
 def format_stack_er_report(report: dict) -> str:
+    from .factscore_er import format_error_cis
     from .stack_cv import format_stack_table
 
     sample = f"a fixed sample of {report['limit']} bios per subject" if report["limit"] else "every bio"
@@ -213,6 +217,9 @@ def format_stack_er_report(report: dict) -> str:
         t, s = r["trained"], r["stacked"]
         lines.append(f"{r['subject']:<14}{r['n_bios']:>5}{r['n_facts']:>6}{r['human']:>7.1f} | {t['estimated']:>7.1f}"
                      f"{t['error_rate']:>6.1f} | {s['estimated']:>11.1f}{s['error_rate']:>6.1f}")
+    for kind, label in (("trained", "trained"), ("stacked", "llm+trained")):
+        cis = format_error_cis([{"subject": r["subject"], "human": r["human"], **r[kind]} for r in report["subjects"]])
+        lines += [f"{label}: {cis}"] if cis else []
     rp = report["ranking_preserved"]
     lines.append(f"ranking InstructGPT < ChatGPT < PerplexityAI preserved: trained {rp['trained']}, "
                  f"llm+trained {rp['stacked']}")

@@ -274,7 +274,7 @@ def in_sample(ex: Examples, comb: Combiner) -> CvResult:
 
 def per_subject(ex: Examples, res: CvResult) -> list[dict]:
     """Per subject: bios, human and estimated FActScore (×100), ER, F1 of predicting NS."""
-    from .factscore_er import f1_not_supported
+    from .factscore_er import f1_not_supported, signed_error_ci
 
     out = []
     for subject in dict.fromkeys(b.subject for b in ex.bios):
@@ -287,6 +287,9 @@ def per_subject(ex: Examples, res: CvResult) -> list[dict]:
         out.append({"subject": subject, "n_bios": len(bios), "human": human, "estimated": est,
                     "error_rate": abs(est - human), "f1_ns": f1, "estimated_by_decisions": counted,
                     "error_rate_by_decisions": abs(counted - human),
+                    "signed_error_ci95": signed_error_ci([res.bio_estimate[i] for i in bios],
+                                                         [ex.human_share[i] for i in bios],
+                                                         [ex.bios[i].topic for i in bios]),
                     "n_facts": sum(len(ex.bios[i].model_facts()) for i in bios), "n_human_facts": len(hs)})
     return out
 
@@ -321,6 +324,7 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
     from ..manifest import Bundle
     from ..progress import Progress
     from ..store import open_store
+    from .cv_report import paired_estimates
     from .factscore_er import ensure_store, ranking_preserved, wiki_pages
 
     if folds < 2:
@@ -348,36 +352,14 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
     names = tuple(entry.extra["combiner"]["features"])
     l2 = float(entry.extra.get("training", {}).get("config", {}).get("l2", 1.0))
     adjust = Combiner.from_json(entry.extra["combiner"]).adjusts  # the installed verifier's share estimator
-    rows = {"trained": per_subject(ex, cross_validate(ex, names, folds, l2, adjust=adjust)),
-            "lexical": per_subject(ex, cross_validate(ex, FEATURES, folds, l2, adjust=adjust)),
-            "floor": per_subject(ex, _floor(ex, pages))}
+    res = {"trained": cross_validate(ex, names, folds, l2, adjust=adjust),
+           "lexical": cross_validate(ex, FEATURES, folds, l2, adjust=adjust), "floor": _floor(ex, pages)}
+    rows = {k: per_subject(ex, v) for k, v in res.items()}
 
     return {"folds": folds, "verifier": verifier.name, "share": "adjusted (PACC)" if adjust else "decisions", "verifier_sha256": verifier.sha256, "store": str(store_path),
             "topics": len(ex.topics), "bios": len(ex.bios), "human_facts": len(ex.human), "model_facts": len(ex.model),
             "subjects": rows["trained"], "lexical": rows["lexical"], "floor": rows["floor"],
             "ranking_preserved": {k: ranking_preserved({r["subject"]: r["estimated"] for r in v}) for k, v in rows.items()},
+            "trained_minus_lexical": paired_estimates(ex, res["trained"], res["lexical"]),
             "recorded_oof_facts": recorded,
             "features_s": round(time.monotonic() - t0, 1)}
-
-
-def format_cv_report(report: dict) -> str:
-    lines = [f"held-out topics: {report['folds']}-fold topic-grouped cross-validation over {report['topics']} topics "
-             f"({report['bios']} bios, {report['human_facts']} human S/NS facts, {report['model_facts']} model facts); "
-             f"verifier {report['verifier']} ({report['verifier_sha256'][:12]})",
-             f"{'subject':<14}{'bios':>5}{'human':>7}{'est':>7}{'ER':>6}{'F1(NS)':>8} | {'lexical':>7}{'ER':>6}"
-             f"{'F1':>6} | {'floor':>6}{'ER':>6}{'F1':>6}"]
-    for r, lex, fl in zip(report["subjects"], report["lexical"], report["floor"]):
-        f = lambda x: f"{100 * x:.1f}" if x is not None else "-"  # noqa: E731
-        lines.append(f"{r['subject']:<14}{r['n_bios']:>5}{r['human']:>7.1f}{r['estimated']:>7.1f}{r['error_rate']:>6.1f}"
-                     f"{f(r['f1_ns']):>8} | {lex['estimated']:>7.1f}{lex['error_rate']:>6.1f}{f(lex['f1_ns']):>6} | "
-                     f"{fl['estimated']:>6.1f}{fl['error_rate']:>6.1f}{f(fl['f1_ns']):>6}")
-    if report.get("share", "").startswith("adjusted"):
-        lines.append("share of supported facts per bio: PACC-adjusted (counting decisions instead: ER "
-                     + " / ".join(f"{r['error_rate_by_decisions']:.1f}" for r in report["subjects"]) + ")")
-    if report.get("recorded_oof_facts"):
-        lines.append(f"cross-encoder continued on the training facts (--fact-stage): {report['recorded_oof_facts']} facts "
-                     "of training topics scored by the build's out-of-fold models")
-    rp = report["ranking_preserved"]
-    lines.append(f"ranking InstructGPT < ChatGPT < PerplexityAI preserved: trained {rp['trained']}, "
-                 f"lexical {rp['lexical']}, floor {rp['floor']}")
-    return "\n".join(lines)

@@ -74,3 +74,33 @@ def paired_difference(a: dict, b: dict, n_boot: int = N_BOOT, seed: int = SEED,
     ci = bootstrap_ci(diffs, n_boot=n_boot, seed=seed, level=level)
     return {"n": len(keys), "mean": mean, "ci": list(ci), "level": level,
             "excludes_zero": ci[0] > 0 or ci[1] < 0}
+
+
+def clustered_mean_ci(groups: dict, n_boot: int = N_BOOT, seed: int = SEED,
+                      level: float = LEVEL) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean of all values, resampling whole groups.
+
+    ``groups`` maps a cluster key (e.g. a topic) to its values; the keys are resampled with
+    replacement and a resample's mean is the mean of every value of the keys drawn (so a topic
+    with two bios counts twice, as in the plain mean). Values of one cluster are correlated (the
+    same page decides them), so resampling values one by one would give too narrow an interval.
+    Keys are read in sorted order, so the interval does not depend on the dict's order."""
+    keys = sorted(k for k, v in groups.items() if v)
+    if not keys:
+        return None
+    sums = [float(sum(groups[k])) for k in keys]
+    counts = [len(groups[k]) for k in keys]
+    mean = sum(sums) / sum(counts)
+    n = len(keys)
+    rnd = random.Random(seed).random
+    means = []
+    for _ in range(n_boot):
+        total, count = 0.0, 0
+        for _ in range(n):
+            j = int(rnd() * n)
+            total += sums[j]
+            count += counts[j]
+        means.append(total / count)
+    means.sort()
+    alpha = (1.0 - level) / 2.0
+    return min(_percentile(means, alpha), mean), max(_percentile(means, 1.0 - alpha), mean)
