@@ -134,3 +134,21 @@ def test_er_end_to_end_small(mini_data, settings_1t, tmp_path):
     again = er.run_er(mini_data, settings_1t.with_(home=tmp_path / "home"), mode="shared-context",
                       store=tmp_path / "store", out=tmp_path / "out2", context_budget=512, progress=False)
     assert [r["estimated"] for r in again["subjects"]] == [r["estimated"] for r in report["subjects"]]
+
+
+def test_bad_wiki_pages_name_the_file_and_line(tmp_path):
+    """--data's pages: bad JSON or a missing field is an error naming the file and line, not a traceback."""
+    from fscore_lite.errors import FscoreError
+
+    pages = tmp_path / "wiki-x" / "pages.jsonl"
+    pages.parent.mkdir()
+    good = json.dumps({"title": "Ada Lovelace", "text": "Ada Lovelace was a mathematician."})
+    pages.write_text(good + "\n\n" + '{"title": "B", "text": "unfinished\n')
+    with pytest.raises(FscoreError, match=r"wiki-x/pages\.jsonl:3: malformed JSON"):
+        er.wiki_pages(tmp_path)
+    pages.write_text(good + "\n" + json.dumps({"title": "B", "body": "x"}) + "\n")
+    with pytest.raises(FscoreError, match=r"pages\.jsonl:2: missing required field 'text'"):
+        er.wiki_pages(tmp_path)
+    pages.write_text(good + "\n" + json.dumps({"topic": "Grace Hopper", "title": "Hopper", "text": "G."}) + "\n")
+    got, files = er.wiki_pages(tmp_path)
+    assert got == {"Ada Lovelace": "Ada Lovelace was a mathematician.", "Grace Hopper": "G."} and files == [pages]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FscoreError
-from ..io import atomic_write_text
+from ..io import atomic_write_text, read_jsonl, require_text
 from ..settings import Settings
 from .factscore_human import human_fact_labels
 from .labeled import SUBJECTS, AnnotatedBio, load_subject
@@ -39,10 +39,9 @@ def wiki_pages(data: str | Path) -> tuple[dict[str, str], list[Path]]:
         raise FscoreError(f"no wiki-*/pages.jsonl under {data}: pass --data DIR")
     pages: dict[str, str] = {}
     for f in files:
-        for line in f.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                d = json.loads(line)
-                pages.setdefault(d.get("topic") or d["title"], d["text"])
+        for rec in read_jsonl(f):  # bad JSON or a missing field: an error naming the file and line
+            key = "topic" if rec.data.get("topic") else "title"
+            pages.setdefault(require_text(f, rec, key), require_text(f, rec, "text", allow_empty=True))
     return pages, files
 
 

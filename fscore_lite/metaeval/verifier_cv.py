@@ -330,6 +330,9 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
     if folds < 2:
         raise FscoreError(f"--cv needs at least 2 folds, not {folds}")
     pages, files = wiki_pages(data)
+    ex = load_examples(data, pages, subjects)  # bad labels fail here, before any store is built
+    if len(ex.topics) < folds:
+        raise FscoreError(f"{len(ex.topics)} topics with pages and labels under {data}: too few for {folds} folds")
     store_path = ensure_store(files, settings, None)
     bundle = Bundle(settings.models_dir)
     store = open_store(store_path)
@@ -338,9 +341,6 @@ def run_er_cv(data, settings, folds: int = 5, subjects=SUBJECTS, progress: bool 
     entry = bundle.get(verifier.name)
     embedder = SentenceEmbedder.from_bundle(bundle, store.embed_model, settings.threads)
     retriever = Retriever(store, embedder, int(entry.extra.get("k", 5)), False, cache)
-    ex = load_examples(data, pages, subjects)
-    if len(ex.topics) < folds:
-        raise FscoreError(f"{len(ex.topics)} topics with pages and labels under {data}: too few for {folds} folds")
     t0 = time.monotonic()
     bar = Progress(None, "features", enabled=progress)
     bar.add_total(len(ex.human) + len(ex.model), "facts featurised")
