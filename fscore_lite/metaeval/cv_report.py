@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..report.bootstrap import clustered_mean_ci
 from .factscore_er import format_error_cis
 from .verifier_cv import CvResult, Examples
 
@@ -18,8 +19,6 @@ def paired_estimates(ex: Examples, a: CvResult, b: CvResult) -> list[dict]:
     95% interval that resamples topics and keeps each bio's two estimates together. Far narrower
     than either estimate's own interval, since both see the same topics: whether one estimator
     is better than another on these topics, not what either would give on other topics."""
-    from ..report.bootstrap import clustered_mean_ci
-
     out = []
     for subject in dict.fromkeys(b.subject for b in ex.bios):
         groups: dict[str, list[float]] = {}
@@ -31,7 +30,6 @@ def paired_estimates(ex: Examples, a: CvResult, b: CvResult) -> list[dict]:
         out.append({"subject": subject, "difference": float(np.mean(values)),
                     "ci95": [round(ci[0], 2), round(ci[1], 2)]})
     return out
-
 
 
 def format_cv_report(report: dict) -> str:
