@@ -285,6 +285,10 @@ def test_classification_threshold_and_sample():
     c = classification([(0.9, True), (0.5, True), (0.2, False), (0.7, False)])
     assert c["accuracy"] == 50.0 and c["grounded_precision"] == 50.0 and c["grounded_recall"] == 50.0
     assert c["ungrounded_precision"] == 50.0 and c["ungrounded_recall"] == 50.0
+    lo, hi = c["accuracy_ci95"]  # a bootstrap over the 4 responses: right or wrong, 2 of each
+    assert 0.0 <= lo < 50.0 < hi <= 100.0 and c == classification([(0.9, True), (0.5, True), (0.2, False), (0.7, False)])
+    assert classification([(0.9, True)] * 30)["accuracy_ci95"] == [100.0, 100.0]
+    assert classification([])["accuracy_ci95"] is None
     recs = [Record(i, {"response": f"r{i}", "knowledge": "k"}) for i in range(2, 30)]
     a, b = sample_records(recs, 5), sample_records(list(reversed(recs)), 5)
     assert [r.line for r in a] == [r.line for r in b] and len(a) == 5

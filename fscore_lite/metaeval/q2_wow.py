@@ -5,7 +5,9 @@ scored with Q² (with and without NLI) and with end-to-end NLI alone. Reported, 
 paper's figures: mean score per system and label, the share of responses without a valid
 question, and response-level classification at threshold 0.5 (a response is judged
 inconsistent iff its score <= 0.5): accuracy, and precision/recall of the grounded
-(consistent) and ungrounded (inconsistent) classes.
+(consistent) and ungrounded (inconsistent) classes. Each accuracy comes with a seeded 95%
+bootstrap interval over the responses it counts: a sample of 60 responses pins it only to
+about ±12 points.
 
 ``limit``: a fixed sample per file, the ``limit`` rows with the smallest sha256 of
 ``response + "\\n" + knowledge`` (stable across runs and machines, independent of file
@@ -51,9 +53,13 @@ def is_inconsistent(score: float, threshold: float = THRESHOLD) -> bool:
 
 def classification(pairs: list[tuple[float, bool]], threshold: float = THRESHOLD) -> dict:
     """Accuracy and per-class precision/recall for (score, truly_consistent) pairs, in %."""
+    from ..report.bootstrap import bootstrap_ci
+
     tp = fp = tn = fn = 0  # "positive" = predicted grounded (consistent)
+    correct = []
     for score, consistent in pairs:
         grounded = not is_inconsistent(score, threshold)
+        correct.append(100.0 if grounded == consistent else 0.0)
         if grounded and consistent:
             tp += 1
         elif grounded:
@@ -66,7 +72,9 @@ def classification(pairs: list[tuple[float, bool]], threshold: float = THRESHOLD
     def pct(a, b):
         return 100.0 * a / b if b else None
 
+    ci = bootstrap_ci(correct)  # seeded, over responses
     return {"n": len(pairs), "accuracy": pct(tp + tn, len(pairs)),
+            "accuracy_ci95": None if ci is None else [round(ci[0], 2), round(ci[1], 2)],
             "grounded_precision": pct(tp, tp + fp), "grounded_recall": pct(tp, tp + fn),
             "ungrounded_precision": pct(tn, tn + fn), "ungrounded_recall": pct(tn, tn + fp)}
 
@@ -163,13 +171,15 @@ def format_report(report: dict) -> str:
     lines += ["",
               f"Response-level classification at threshold {report['threshold']} (inconsistent iff score <= "
               f"{report['threshold']}); grounded = consistent",
-              f"{'scope':<7} {'metric':<10} {'n':>4} {'acc':>7} {'paper':>7} {'grnd P':>7} {'grnd R':>7} "
-              f"{'ungr P':>7} {'ungr R':>7}"]
+              f"{'scope':<7} {'metric':<10} {'n':>4} {'acc':>7} {'95% interval':>14} {'paper':>7} {'grnd P':>7} "
+              f"{'grnd R':>7} {'ungr P':>7} {'ungr R':>7}"]
     for scope, per in report["classification"].items():
         for s, label in SCORES:
             c = per[s]
             paper = PAPER_ACCURACY[s] if scope == "all" else None
-            lines.append(f"{names.get(scope, scope):<7} {label:<10} {c['n']:>4} {_f(c['accuracy'], True):>7} "
+            ci = c.get("accuracy_ci95")
+            ci = f"{ci[0]:.1f}–{ci[1]:.1f}%" if ci else "—"
+            lines.append(f"{names.get(scope, scope):<7} {label:<10} {c['n']:>4} {_f(c['accuracy'], True):>7} {ci:>14} "
                          f"{_f(paper, True):>7} {_f(c['grounded_precision'], True):>7} {_f(c['grounded_recall'], True):>7} "
                          f"{_f(c['ungrounded_precision'], True):>7} {_f(c['ungrounded_recall'], True):>7}")
     t = report["timings"]
