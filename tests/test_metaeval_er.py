@@ -130,6 +130,11 @@ def test_er_end_to_end_small(mini_data, settings_1t, tmp_path):
     _check_report_against_raw_files(report, mini_data, tmp_path / "out")
     text = er.format_report(report)
     assert "ER" in text and "InstructGPT" in text
+    for r in report["subjects"]:
+        lo, hi = r["signed_error_ci95"]
+        assert lo - 0.01 <= r["estimated"] - r["human"] <= hi + 0.01
+        if r["f1_ns"] is not None:
+            assert r["f1_ns_ci95"][0] - 1e-4 <= r["f1_ns"] <= r["f1_ns_ci95"][1] + 1e-4
     # a rerun is served from the cache and gives the same report
     again = er.run_er(mini_data, settings_1t.with_(home=tmp_path / "home"), mode="shared-context",
                       store=tmp_path / "store", out=tmp_path / "out2", context_budget=512, progress=False)

@@ -412,6 +412,24 @@ def test_clustered_interval_resamples_whole_groups():
     assert ci[0] <= mean <= ci[1] and ci[0] >= -10 - 1e-9 and ci[1] <= 30 + 1e-9
 
 
+def test_clustered_f1_interval_sums_the_counts_of_the_topics_drawn():
+    from fscore_lite.metaeval.factscore_er import f1_not_supported, f1_ns_ci
+    from fscore_lite.report.bootstrap import clustered_ratio_ci
+
+    rng = np.random.default_rng(11)
+    topics = [f"t{i % 25}" for i in range(400)]
+    human = [bool(x) for x in rng.random(400) < 0.6]
+    pred = [h if r < 0.75 else not h for h, r in zip(human, rng.random(400))]  # right 3 times in 4
+    f1 = f1_not_supported(pred, human)
+    lo, hi = f1_ns_ci(pred, human, topics)
+    assert lo <= f1 <= hi and hi - lo > 0.02 and f1_ns_ci(pred, human, topics) == [lo, hi]
+    # all facts in one topic: nothing to resample, the interval is the point
+    assert f1_ns_ci(pred, human, ["t"] * 400) == [round(f1, 4)] * 2
+    # a topic whose facts are all supported and judged so has no F1 weight; no weight at all: None
+    assert f1_ns_ci([True, True], [True, True], ["a", "b"]) is None
+    assert clustered_ratio_ci({"a": (1.0, 0.0), "b": (2.0, 4.0)}) == (0.5, 0.5)
+
+
 def test_score_summary_has_ci95():
     items = [{"status": "ok", "decisions": [{"is_supported": i % k != 0} for i in range(12)]} for k in (2, 3, 4, 5, 7)]
     items.append({"status": "abstained", "decisions": None})

@@ -318,6 +318,8 @@ def test_held_out_figures_of_a_fact_stage_verifier_use_the_recorded_scores(tiny_
         assert d["ci95"][0] - 0.01 <= d["difference"] <= d["ci95"][1] + 0.01
         lo, hi = r["signed_error_ci95"]
         assert lo - 0.01 <= r["estimated"] - r["human"] <= hi + 0.01
+        if r["f1_ns"] is not None:
+            assert r["f1_ns_ci95"][0] - 1e-4 <= r["f1_ns"] <= r["f1_ns_ci95"][1] + 1e-4
     from fscore_lite.metaeval.cv_report import format_cv_report
 
     text = format_cv_report(rep)

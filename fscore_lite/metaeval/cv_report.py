@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..report.bootstrap import clustered_mean_ci
-from .factscore_er import format_error_cis
+from .factscore_er import format_error_cis, format_f1_cis
 from .verifier_cv import CvResult, Examples
 
 
@@ -46,8 +46,7 @@ def format_cv_report(report: dict) -> str:
     if report.get("share", "").startswith("adjusted"):
         lines.append("share of supported facts per bio: PACC-adjusted (counting decisions instead: ER "
                      + " / ".join(f"{r['error_rate_by_decisions']:.1f}" for r in report["subjects"]) + ")")
-    cis = format_error_cis(report["subjects"])
-    lines += [cis] if cis else []
+    lines += [x for x in (format_error_cis(report["subjects"]), format_f1_cis(report["subjects"])) if x]
     if report.get("trained_minus_lexical"):
         lines.append("trained − lexical estimate on the same bios, 95% interval over resampled topics: " + " · ".join(
             f"{d['subject']} {d['difference']:+.1f} [{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}]"

@@ -103,6 +103,7 @@ class SubjectResult:
     baseline_estimated: float | None = None
     baseline_f1_ns: float | None = None
     signed_error_ci95: list[float] | None = None
+    f1_ns_ci95: list[float] | None = None
 
     @property
     def error_rate(self) -> float:
@@ -120,6 +121,28 @@ def signed_error_ci(estimates: list[float], humans: list[float], topics: list[st
         groups.setdefault(t, []).append(100.0 * (float(e) - float(h)))
     ci = clustered_mean_ci(groups)
     return None if ci is None else [round(ci[0], 2), round(ci[1], 2)]
+
+
+def f1_ns_ci(pred_supported: list[bool], human_supported: list[bool], topics: list[str]) -> list[float] | None:
+    """95% interval of :func:`f1_not_supported` (a share, like it) by a seeded bootstrap that
+    resamples topics: F1 = 2·TP / (2·TP + FP + FN), each count summed over the topics drawn."""
+    from ..report.bootstrap import clustered_ratio_ci
+
+    groups: dict[str, list[int]] = {}
+    for p, h, t in zip(pred_supported, human_supported, topics):
+        g = groups.setdefault(t, [0, 0])
+        tp = (not p) and (not h)
+        g[0] += 2 * tp
+        g[1] += 2 * tp + ((not p) and h) + (p and (not h))
+    ci = clustered_ratio_ci({t: tuple(g) for t, g in groups.items()})
+    return None if ci is None else [round(ci[0], 4), round(ci[1], 4)]
+
+
+def format_f1_cis(rows: list[dict]) -> str | None:
+    """One line: each subject's F1(NS) with its 95% interval over resampled topics."""
+    parts = [f"{r['subject']} {100 * r['f1_ns']:.1f} [{100 * r['f1_ns_ci95'][0]:.1f}, {100 * r['f1_ns_ci95'][1]:.1f}]"
+             for r in rows if r.get("f1_ns_ci95") and r.get("f1_ns") is not None]
+    return "F1(NS), with its 95% interval over resampled topics: " + " · ".join(parts) if parts else None
 
 
 def format_error_cis(rows: list[dict]) -> str | None:
@@ -182,7 +205,9 @@ def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=
             score_file(inp2, out / f"er-{tag}.human-facts.jsonl", settings, options, resume=True, scorer=scorer)
             preds = [d["is_supported"] for x in (out / f"er-{tag}.human-facts.jsonl").read_text().splitlines()
                      for d in (json.loads(x).get("decisions") or [])]
-            res.f1_ns = f1_not_supported(preds, labels) if len(preds) == len(labels) else None
+            if len(preds) == len(labels):
+                res.f1_ns = f1_not_supported(preds, labels)
+                res.f1_ns_ci95 = f1_ns_ci(preds, labels, [b.topic for b, fs in sn for _ in fs])
         if baseline:
             b_est = [sum(overlap_supported(f, pages[b.topic]) for f in b.model_facts()) / len(b.model_facts())
                      for b, _ in ok]
@@ -236,8 +261,7 @@ def format_report(report: dict) -> str:
         bf1 = f"{100 * r['baseline_f1_ns']:.1f}" if r["baseline_f1_ns"] is not None else "-"
         lines.append(f"{r['subject']:<14}{r['n_bios']:>5}{r['human']:>8.1f}{r['estimated']:>8.1f}{r['error_rate']:>7.1f}"
                      f"{f1:>8}{r['n_facts']:>7}{r['n_human_facts']:>8}{ber:>10}{bf1:>10}")
-    cis = format_error_cis(report["subjects"])
-    lines += [cis] if cis else []
+    lines += [x for x in (format_error_cis(report["subjects"]), format_f1_cis(report["subjects"])) if x]
     lines.append(f"ranking InstructGPT < ChatGPT < PerplexityAI preserved: {report['ranking_preserved']}")
     calls = report.get("llm_calls") or {}
     if report["facts_verified"]:

@@ -76,31 +76,41 @@ def paired_difference(a: dict, b: dict, n_boot: int = N_BOOT, seed: int = SEED,
             "excludes_zero": ci[0] > 0 or ci[1] < 0}
 
 
-def clustered_mean_ci(groups: dict, n_boot: int = N_BOOT, seed: int = SEED,
-                      level: float = LEVEL) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of the mean of all values, resampling whole groups.
+def clustered_ratio_ci(groups: dict, n_boot: int = N_BOOT, seed: int = SEED,
+                       level: float = LEVEL) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of ``sum(numerators) / sum(denominators)``, resampling whole
+    groups.
 
-    ``groups`` maps a cluster key (e.g. a topic) to its values; the keys are resampled with
-    replacement and a resample's mean is the mean of every value of the keys drawn (so a topic
-    with two bios counts twice, as in the plain mean). Values of one cluster are correlated (the
-    same page decides them), so resampling values one by one would give too narrow an interval.
-    Keys are read in sorted order, so the interval does not depend on the dict's order."""
-    keys = sorted(k for k, v in groups.items() if v)
+    ``groups`` maps a cluster key (e.g. a topic) to its ``(numerator, denominator)``; the keys are
+    resampled with replacement. A mean of values is the ratio (sum, count); an F1 is the ratio
+    (2·TP, 2·TP + FP + FN). Values of one cluster are correlated (the same page decides them), so
+    resampling them one by one would give too narrow an interval. Keys are read in sorted order,
+    so the interval does not depend on the dict's order. Denominators are non-negative; groups with
+    a zero one carry no weight. None when no group has weight."""
+    keys = sorted(k for k, (_, den) in groups.items() if den)
     if not keys:
         return None
-    sums = [float(sum(groups[k])) for k in keys]
-    counts = [len(groups[k]) for k in keys]
-    mean = sum(sums) / sum(counts)
+    nums = [float(groups[k][0]) for k in keys]
+    dens = [float(groups[k][1]) for k in keys]
+    point = sum(nums) / sum(dens)
     n = len(keys)
     rnd = random.Random(seed).random
-    means = []
+    ratios = []
     for _ in range(n_boot):
-        total, count = 0.0, 0
+        num = den = 0.0
         for _ in range(n):
             j = int(rnd() * n)
-            total += sums[j]
-            count += counts[j]
-        means.append(total / count)
-    means.sort()
+            num += nums[j]
+            den += dens[j]
+        ratios.append(num / den)
+    ratios.sort()
     alpha = (1.0 - level) / 2.0
-    return min(_percentile(means, alpha), mean), max(_percentile(means, 1.0 - alpha), mean)
+    return min(_percentile(ratios, alpha), point), max(_percentile(ratios, 1.0 - alpha), point)
+
+
+def clustered_mean_ci(groups: dict, n_boot: int = N_BOOT, seed: int = SEED,
+                      level: float = LEVEL) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean of all values, resampling whole groups
+    (:func:`clustered_ratio_ci` of each group's sum and count): ``groups`` maps a cluster key to
+    its values, and a topic with two bios counts twice, as in the plain mean."""
+    return clustered_ratio_ci({k: (sum(v), len(v)) for k, v in groups.items()}, n_boot, seed, level)
