@@ -9,26 +9,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..report.bootstrap import clustered_mean_ci
-from .factscore_er import format_error_cis, format_f1_cis
+from .factscore_er import format_error_cis, format_f1_cis, signed_error_ci
 from .verifier_cv import CvResult, Examples
 
 
 def paired_estimates(ex: Examples, a: CvResult, b: CvResult) -> list[dict]:
     """Per subject: mean estimate of ``a`` minus that of ``b`` over the same bios (points), with a
-    95% interval that resamples topics and keeps each bio's two estimates together. Far narrower
-    than either estimate's own interval, since both see the same topics: whether one estimator
-    is better than another on these topics, not what either would give on other topics."""
+    95% interval that resamples topics and keeps each bio's two estimates together
+    (:func:`~fscore_lite.metaeval.factscore_er.signed_error_ci` with ``b`` in the place of the
+    human score). Far narrower than either estimate's own interval, since both see the same
+    topics: whether one estimator is better than another on these topics, not what either would
+    give on other topics."""
     out = []
-    for subject in dict.fromkeys(b.subject for b in ex.bios):
-        groups: dict[str, list[float]] = {}
-        for i, bio in enumerate(ex.bios):
-            if bio.subject == subject:
-                groups.setdefault(bio.topic, []).append(100.0 * (a.bio_estimate[i] - b.bio_estimate[i]))
-        values = [v for g in groups.values() for v in g]
-        ci = clustered_mean_ci(groups)
-        out.append({"subject": subject, "difference": float(np.mean(values)),
-                    "ci95": [round(ci[0], 2), round(ci[1], 2)]})
+    for subject in dict.fromkeys(bio.subject for bio in ex.bios):
+        bios = [i for i, bio in enumerate(ex.bios) if bio.subject == subject]
+        a_est, b_est = [a.bio_estimate[i] for i in bios], [b.bio_estimate[i] for i in bios]
+        out.append({"subject": subject, "difference": 100.0 * float(np.mean(np.subtract(a_est, b_est))),
+                    "ci95": signed_error_ci(a_est, b_est, [ex.bios[i].topic for i in bios])})
     return out
 
 

@@ -279,10 +279,11 @@ def per_subject(ex: Examples, res: CvResult) -> list[dict]:
     out = []
     for subject in dict.fromkeys(b.subject for b in ex.bios):
         bios = [i for i, b in enumerate(ex.bios) if b.subject == subject]
-        hs = [(p, f.label, f.topic) for p, f in zip(res.human_pred, ex.human) if ex.bios[f.bio].subject == subject]
+        facts = [(p, bool(f.label), f.topic) for p, f in zip(res.human_pred, ex.human) if ex.bios[f.bio].subject == subject]
+        preds, labels, topics = (list(c) for c in zip(*facts)) if facts else ([], [], [])
         human = 100 * float(np.mean([ex.human_share[i] for i in bios]))
         est = 100 * float(np.mean([res.bio_estimate[i] for i in bios]))
-        f1 = f1_not_supported([p for p, *_ in hs], [bool(lab) for _, lab, _ in hs])
+        f1 = f1_not_supported(preds, labels)
         counted = 100 * float(np.mean([res.bio_decisions[i] for i in bios])) if res.bio_decisions else est
         out.append({"subject": subject, "n_bios": len(bios), "human": human, "estimated": est,
                     "error_rate": abs(est - human), "f1_ns": f1, "estimated_by_decisions": counted,
@@ -290,8 +291,8 @@ def per_subject(ex: Examples, res: CvResult) -> list[dict]:
                     "signed_error_ci95": signed_error_ci([res.bio_estimate[i] for i in bios],
                                                          [ex.human_share[i] for i in bios],
                                                          [ex.bios[i].topic for i in bios]),
-                    "f1_ns_ci95": f1_ns_ci([p for p, *_ in hs], [bool(lab) for _, lab, _ in hs], [t for *_, t in hs]),
-                    "n_facts": sum(len(ex.bios[i].model_facts()) for i in bios), "n_human_facts": len(hs)})
+                    "f1_ns_ci95": f1_ns_ci(preds, labels, topics),
+                    "n_facts": sum(len(ex.bios[i].model_facts()) for i in bios), "n_human_facts": len(facts)})
     return out
 
 

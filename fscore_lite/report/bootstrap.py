@@ -24,36 +24,38 @@ def _percentile(sorted_xs: list[float], q: float) -> float:
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 
 
-def bootstrap_means(values: list[float], n_boot: int = N_BOOT, seed: int = SEED) -> list[float]:
-    """Means of ``n_boot`` resamples (with replacement, same size) of ``values``, sorted."""
-    n = len(values)
-    rng = random.Random(seed)
-    rnd = rng.random
-    means = []
+def _resampled_ratios(nums: list[float], dens: list[float], n_boot: int, seed: int) -> list[float]:
+    """``sum(nums) / sum(dens)`` over ``n_boot`` resamples (with replacement, same size) of the
+    indices, sorted. With every denominator 1 it is the bootstrap of a plain mean."""
+    n = len(nums)
+    rnd = random.Random(seed).random
+    ratios = []
     for _ in range(n_boot):
-        total = 0.0
+        num = den = 0.0
         for _ in range(n):
-            total += values[int(rnd() * n)]
-        means.append(total / n)
-    means.sort()
-    return means
+            j = int(rnd() * n)
+            num += nums[j]
+            den += dens[j]
+        ratios.append(num / den)
+    ratios.sort()
+    return ratios
+
+
+def _interval(draws: list[float], point: float, level: float) -> tuple[float, float]:
+    """The percentile interval of sorted ``draws``, clamped to hold ``point`` (which only matters
+    for tiny or degenerate samples where the percentile interval can miss it by rounding)."""
+    alpha = (1.0 - level) / 2.0
+    return min(_percentile(draws, alpha), point), max(_percentile(draws, 1.0 - alpha), point)
 
 
 def bootstrap_ci(values: list[float], n_boot: int = N_BOOT, seed: int = SEED,
                  level: float = LEVEL) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of the mean of ``values``; None for no values.
-
-    The interval always contains the sample mean (it is clamped to it, which only matters
-    for tiny or degenerate samples where the percentile interval can miss it by rounding).
-    """
+    """Percentile bootstrap interval of the mean of ``values``; None for no values. The interval
+    always contains the sample mean."""
     values = [float(v) for v in values if v is not None]
     if not values:
         return None
-    mean = sum(values) / len(values)
-    means = bootstrap_means(values, n_boot, seed)
-    alpha = (1.0 - level) / 2.0
-    lo, hi = _percentile(means, alpha), _percentile(means, 1.0 - alpha)
-    return min(lo, mean), max(hi, mean)
+    return _interval(_resampled_ratios(values, [1.0] * len(values), n_boot, seed), sum(values) / len(values), level)
 
 
 def score_ci95(scores: list[float], seed: int = SEED, n_boot: int = N_BOOT) -> list[float] | None:
@@ -92,20 +94,7 @@ def clustered_ratio_ci(groups: dict, n_boot: int = N_BOOT, seed: int = SEED,
         return None
     nums = [float(groups[k][0]) for k in keys]
     dens = [float(groups[k][1]) for k in keys]
-    point = sum(nums) / sum(dens)
-    n = len(keys)
-    rnd = random.Random(seed).random
-    ratios = []
-    for _ in range(n_boot):
-        num = den = 0.0
-        for _ in range(n):
-            j = int(rnd() * n)
-            num += nums[j]
-            den += dens[j]
-        ratios.append(num / den)
-    ratios.sort()
-    alpha = (1.0 - level) / 2.0
-    return min(_percentile(ratios, alpha), point), max(_percentile(ratios, 1.0 - alpha), point)
+    return _interval(_resampled_ratios(nums, dens, n_boot, seed), sum(nums) / sum(dens), level)
 
 
 def clustered_mean_ci(groups: dict, n_boot: int = N_BOOT, seed: int = SEED,
