@@ -22,7 +22,8 @@ import pytest
 
 from fscore_lite.factscore.atomic_facts import SentenceFacts  # score's sentences are asdict(SentenceFacts)
 from fscore_lite.factscore.score import aggregate, response_score
-from fscore_lite.report import bootstrap_ci, paired_difference, score_ci95, write_report
+from fscore_lite.report import write_report
+from fscore_lite.stats import bootstrap_ci, paired_difference, score_ci95
 from fscore_lite.report.figures import position_bin
 
 REPO = Path(__file__).resolve().parent.parent
@@ -387,7 +388,7 @@ def test_bootstrap_is_seeded_and_sane():
 
 def test_clustered_interval_resamples_whole_groups():
     from fscore_lite.metaeval.factscore_er import signed_error_ci
-    from fscore_lite.report.bootstrap import clustered_mean_ci
+    from fscore_lite.stats import clustered_mean_ci
 
     rng = np.random.default_rng(5)
     # one value per group: the same interval as the plain bootstrap draws with the same seed
@@ -414,7 +415,7 @@ def test_clustered_interval_resamples_whole_groups():
 
 def test_clustered_f1_interval_sums_the_counts_of_the_topics_drawn():
     from fscore_lite.metaeval.factscore_er import f1_not_supported, f1_ns_ci
-    from fscore_lite.report.bootstrap import clustered_ratio_ci
+    from fscore_lite.stats import clustered_ratio_ci
 
     rng = np.random.default_rng(11)
     topics = [f"t{i % 25}" for i in range(400)]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+from ..stats import mean, score_ci95
+
 GAMMA = 10
 # Items that count toward respond_ratio: scored, abstained, or left without facts (as in the reference).
 RESPONSE_STATUSES = ("ok", "abstained", "no_facts", "empty_output")
@@ -20,17 +22,6 @@ def response_score(supported: list[bool], gamma: float = GAMMA, share: float | N
     (the reference), or ``share`` when the verifier estimates it (PACC, ``estimated_share``)."""
     raw = sum(1.0 for s in supported if s) / len(supported) if share is None else share
     return raw * length_penalty(len(supported), gamma), raw
-
-
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
-
-
-def _score_ci95(scores: list[float]) -> list[float] | None:
-    """Seeded 95% bootstrap interval of the score over responses (fscore_lite.report.bootstrap)."""
-    from ..report.bootstrap import score_ci95
-
-    return score_ci95(scores)
 
 
 def aggregate(items: list[dict], gamma: float = GAMMA) -> dict:
@@ -52,13 +43,13 @@ def aggregate(items: list[dict], gamma: float = GAMMA) -> dict:
         counted.append(response_score(supported, gamma)[0])
     adjusted = any(it.get("estimated_share") is not None for it in responding)
     return {
-        "score": _mean(scores),
+        "score": mean(scores),
         # with an estimated share (PACC): the score that counting the decisions gives, for comparison
-        **({"score_by_decisions": _mean(counted)} if adjusted else {}),
-        "score_ci95": _score_ci95(scores),
-        "init_score": _mean(init_scores),
+        **({"score_by_decisions": mean(counted)} if adjusted else {}),
+        "score_ci95": score_ci95(scores),
+        "init_score": mean(init_scores),
         "respond_ratio": (len(responding) / len(considered)) if considered else None,
-        "num_facts_per_response": _mean(n_facts),
+        "num_facts_per_response": mean(n_facts),
         "num_items": len(items),
         "num_responding": len(responding),
         "gamma": gamma,

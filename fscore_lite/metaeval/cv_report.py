@@ -1,7 +1,7 @@
 """What ``meta-eval factscore-er --cv K`` prints: the held-out table, the intervals, the ranking.
 
 Two kinds of 95% interval, both by a seeded bootstrap that resamples topics
-(:func:`~fscore_lite.report.bootstrap.clustered_mean_ci`): a subject's signed error (how far
+(:func:`~fscore_lite.stats.clustered_mean_ci`): a subject's signed error (how far
 its ER could move with other topics like these), and the paired difference of two estimators
 on the same bios (whether one beats the other on these topics).
 """

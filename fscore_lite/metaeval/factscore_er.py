@@ -112,9 +112,9 @@ class SubjectResult:
 
 def signed_error_ci(estimates: list[float], humans: list[float], topics: list[str]) -> list[float] | None:
     """95% interval (points) of a subject's signed error, mean estimate − mean human score, by a
-    seeded bootstrap that resamples topics (:func:`~fscore_lite.report.bootstrap.clustered_mean_ci`):
+    seeded bootstrap that resamples topics (:func:`~fscore_lite.stats.clustered_mean_ci`):
     how far the ER could move with another sample of topics like these. Shares are in [0, 1]."""
-    from ..report.bootstrap import clustered_mean_ci
+    from ..stats import clustered_mean_ci
 
     groups: dict[str, list[float]] = {}
     for e, h, t in zip(estimates, humans, topics):
@@ -126,7 +126,7 @@ def signed_error_ci(estimates: list[float], humans: list[float], topics: list[st
 def f1_ns_ci(pred_supported: list[bool], human_supported: list[bool], topics: list[str]) -> list[float] | None:
     """95% interval of :func:`f1_not_supported` (a share, like it) by a seeded bootstrap that
     resamples topics: F1 = 2·TP / (2·TP + FP + FN), each count summed over the topics drawn."""
-    from ..report.bootstrap import clustered_ratio_ci
+    from ..stats import clustered_ratio_ci
 
     groups: dict[str, list[int]] = {}
     for p, h, t in zip(pred_supported, human_supported, topics):

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import FscoreError
 from ..io import atomic_write_json, atomic_write_text
+from ..stats import mean
 
 SYSTEMS = (("dodeca", "dodeca"), ("memnet", "MemNet"))
 LABELS = ("consistent", "inconsistent")
@@ -53,7 +54,7 @@ def is_inconsistent(score: float, threshold: float = THRESHOLD) -> bool:
 
 def classification(pairs: list[tuple[float, bool]], threshold: float = THRESHOLD) -> dict:
     """Accuracy and per-class precision/recall for (score, truly_consistent) pairs, in %."""
-    from ..report.bootstrap import bootstrap_ci
+    from ..stats import bootstrap_ci
 
     tp = fp = tn = fn = 0  # "positive" = predicted grounded (consistent)
     correct = []
@@ -119,18 +120,13 @@ def run_q2_wow(data_dir, settings=None, *, limit: int | None = None, out_dir=Non
     return report
 
 
-def _mean(values):
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
-
-
 def _report(items: dict, limit, scorer, seconds: float) -> dict:
     groups = []
     for (key, label), rows in items.items():
         ok = [r for r in rows if r["status"] == "ok"]
         groups.append({"system": key, "label": label, "n": len(ok),
-                       **{s: _mean([r.get(s) for r in ok]) for s, _ in SCORES},
-                       "no_valid_question_share": _mean([1.0 if r["no_valid_question"] else 0.0 for r in ok]),
+                       **{s: mean([r.get(s) for r in ok]) for s, _ in SCORES},
+                       "no_valid_question_share": mean([1.0 if r["no_valid_question"] else 0.0 for r in ok]),
                        "paper_Q2": PAPER_MEANS[(key, label)]})
     classes = {}
     for scope in ("all", *[k for k, _ in SYSTEMS]):

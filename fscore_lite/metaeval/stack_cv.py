@@ -21,6 +21,7 @@ import numpy as np
 
 from ..factscore.combiner import Combiner, fit_logistic, share_matching_threshold
 from ..factscore.stacked import STACK_FEATURES
+from ..stats import auc
 from .verifier_cv import topic_folds
 
 
@@ -99,25 +100,6 @@ def cross_validate_stack(rows: StackRows, folds: dict[str, int], l2: float = 1.0
         pred[held] = prob[held] > comb.threshold
         pacc[held] = pacc_terms(comb, prob[held])
     return StackCv(prob, pred, pacc, combiners)
-
-
-def auc(score: np.ndarray, y: np.ndarray) -> float | None:
-    """Area under the ROC curve (ties averaged); None without both classes."""
-    score, y = np.asarray(score, dtype=np.float64), np.asarray(y) == 1
-    if y.all() or not y.any():
-        return None
-    order = np.argsort(score, kind="mergesort")
-    ranks = np.empty(len(score))
-    s = score[order]
-    i = 0
-    while i < len(s):  # average ranks over ties
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    n1, n0 = int(y.sum()), int((~y).sum())
-    return float((ranks[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
 def subject_table(rows: StackRows, cv: StackCv) -> list[dict]:

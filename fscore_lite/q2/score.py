@@ -11,6 +11,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
+from ..stats import mean
 from .answer import is_self_consistent
 from .compare import e2e_pair, e2e_score, knowledge_f1, needs_nli, nli_pair, question_score
 from .spans import answer_candidates, is_personal_question
@@ -64,10 +65,6 @@ class StageTimer:
             self.seconds[name] += time.perf_counter() - t0
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
-
-
 def score_response(response: str, knowledge: str, roles, nlp, options: Q2Options = Q2Options(),
                    timer: StageTimer | None = None) -> dict:
     """Score one (response, knowledge) pair; returns the scores and every intermediate step.
@@ -114,8 +111,8 @@ def score_response(response: str, knowledge: str, roles, nlp, options: Q2Options
     out = {"Q2": None, "Q2_no_nli": None, "no_valid_question": not valid, "fallback": None,
            "candidates": steps, "questions": valid}
     if valid:
-        out["Q2"] = _mean([v["score"] for v in valid])
-        out["Q2_no_nli"] = _mean([v["f1"] for v in valid])
+        out["Q2"] = mean([v["score"] for v in valid])
+        out["Q2_no_nli"] = mean([v["f1"] for v in valid])
     else:
         with timer.stage("fallback"):
             label = roles.nli.label(*e2e_pair(response, knowledge))

@@ -4,20 +4,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .bootstrap import N_BOOT, SEED, bootstrap_ci, paired_difference
-from .figures import auc, category_bins, category_of, order_categories, position_bins, roc_points
+from ..factscore.score import RESPONSE_STATUSES
+from ..stats import N_BOOT, SEED, auc, bootstrap_ci, mean, paired_difference
+from .figures import category_bins, category_of, order_categories, position_bins, roc_points
 from .load import FACTSCORE, Q2, Run
-
-RESPONSE_STATUSES = ("ok", "abstained", "no_facts", "empty_output")
 
 
 def _round(v, n=4):
     return None if v is None else round(float(v), n)
-
-
-def _mean(xs):
-    xs = [x for x in xs if x is not None]
-    return sum(xs) / len(xs) if xs else None
 
 
 # ---- FActScore -----------------------------------------------------------------------------
@@ -93,7 +87,7 @@ def factscore_run(run: Run, index: int, *, category_field: str = "cat", bins: in
     for r in recs:
         statuses[r.get("status", "?")] = statuses.get(r.get("status", "?"), 0) + 1
     store = summ.get("store") or {}
-    score = _mean(scores)
+    score = mean(scores)
     ci = bootstrap_ci(scores, n_boot=n_boot, seed=seed)
     responses, fig = [], []
     responding_ids = {id(r) for r in responding}
@@ -123,9 +117,9 @@ def factscore_run(run: Run, index: int, *, category_field: str = "cat", bins: in
     return {
         "index": index, "name": run.name, "path": str(run.path), "kind": FACTSCORE,
         "summary_path": str(run.summary_path) if run.summary_path else None,
-        "score": score, "ci": list(ci) if ci else None, "init_score": _mean(inits),
+        "score": score, "ci": list(ci) if ci else None, "init_score": mean(inits),
         "respond_ratio": (len(responding) / len(considered)) if considered else None,
-        "facts_per_response": _mean(facts), "n_items": len(recs), "n_responding": len(responding),
+        "facts_per_response": mean(facts), "n_items": len(recs), "n_responding": len(responding),
         "n_facts": sum(facts), "n_supported": sum(sum(1 for d in r["decisions"] if d.get("is_supported"))
                                                   for r in responding),
         "statuses": dict(sorted(statuses.items())), "mode": settings.get("mode"), "verifier": verifier,
@@ -230,10 +224,10 @@ def q2_run(run: Run, index: int) -> dict:
     backends = summ.get("backends") or {}
     return {"index": index, "name": run.name, "path": str(run.path), "kind": Q2,
             "summary_path": str(run.summary_path) if run.summary_path else None,
-            "Q2": _mean([r.get("Q2") for r in scored]), "Q2_no_nli": _mean([r.get("Q2_no_nli") for r in scored]),
-            "e2e_nli": _mean([r.get("e2e_nli") for r in scored]),
+            "Q2": mean([r.get("Q2") for r in scored]), "Q2_no_nli": mean([r.get("Q2_no_nli") for r in scored]),
+            "e2e_nli": mean([r.get("e2e_nli") for r in scored]),
             "n_items": len(recs), "n_scored": len(scored),
-            "no_valid_question_share": _mean([1.0 if r.get("no_valid_question") else 0.0 for r in scored]),
+            "no_valid_question_share": mean([1.0 if r.get("no_valid_question") else 0.0 for r in scored]),
             "n_questions": sum(len(r.get("questions") or []) for r in scored),
             "statuses": dict(sorted(statuses.items())),
             "backends": {k: f"{v.get('backend')}:{v.get('name')}" for k, v in backends.items() if isinstance(v, dict)},
@@ -258,7 +252,7 @@ def q2_classification(runs: list[dict], threshold: float = 0.5) -> list[dict]:
             if not pts:
                 continue
             correct = sum(1 for s, g in pairs_ if (s > threshold) == g)
-            entry["metrics"][key] = {"label": label, "n": len(pairs_), "auc": auc(pts), "points": pts,
+            entry["metrics"][key] = {"label": label, "n": len(pairs_), "auc": auc([s for s, _ in pairs_], [g for _, g in pairs_]), "points": pts,
                                      "accuracy": 100.0 * correct / len(pairs_),
                                      "n_consistent": sum(1 for _, g in pairs_ if g)}
         if entry["metrics"]:

@@ -186,12 +186,6 @@ def roc_points(pairs: list[tuple[float, bool]]) -> list[tuple[float, float]]:
     return pts
 
 
-def auc(points: list[tuple[float, float]]) -> float | None:
-    if not points:
-        return None
-    return sum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(points, points[1:]))
-
-
 def roc_svg(curves: list[dict], *, title: str, chart_id: str, size: int = 300) -> str:
     """ROC curves: ``curves`` ``{"name", "color", "points": [(fpr, tpr), ...], "auc"}``."""
     left, top, pad = 44, 26, 40

@@ -15,7 +15,7 @@ from .. import __version__
 from ..errors import FscoreError
 from ..io import atomic_write_text
 from .assets import CSS, JS
-from .bootstrap import LEVEL, N_BOOT, SEED
+from ..stats import LEVEL, N_BOOT, SEED
 from .data import factscore_run, figure2_data, pairs, q2_classification, q2_run
 from .figures import color, histogram_svg, line_chart, roc_svg
 from .load import FACTSCORE, Q2, Run, load_run
