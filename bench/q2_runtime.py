@@ -240,7 +240,7 @@ def torch_nli(model, ids):
 
 def onnx_nli(nli, rows):
     """Ours: all answer pairs of the response in one call, right-padded, attention mask."""
-    from fscore_lite.backends.onnx_qa import pad_rows
+    from fscore_lite.backends.onnx_base import pad_rows
 
     a, mask = pad_rows(rows, nli.pad_id)
     feeds = {"input_ids": a, "attention_mask": mask}

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_qa import OnnxTextModel
-from .onnx_session import make_session
+from .onnx_base import OnnxTextModel, pad_rows
 
 
 def pair_tokenizer(tokenizer, max_length: int):
@@ -27,15 +26,8 @@ def pair_tokenizer(tokenizer, max_length: int):
 def encode_pairs(tokenizer, pairs: list[tuple[str, str]], pad_id: int = 0) -> dict[str, np.ndarray]:
     """``input_ids``, ``attention_mask``, ``token_type_ids`` (int64, shape [n, longest])."""
     encs = [tokenizer.encode(a, b) for a, b in pairs]
-    width = max((len(e.ids) for e in encs), default=1)
-    ids = np.full((len(encs), width), pad_id, dtype=np.int64)
-    types = np.zeros((len(encs), width), dtype=np.int64)
-    mask = np.zeros((len(encs), width), dtype=np.int64)
-    for row, e in enumerate(encs):
-        n = len(e.ids)
-        ids[row, :n] = e.ids
-        types[row, :n] = e.type_ids
-        mask[row, :n] = 1
+    ids, mask = pad_rows([e.ids for e in encs], pad_id)
+    types, _ = pad_rows([e.type_ids for e in encs], 0)
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
@@ -47,8 +39,7 @@ class CrossEncoder(OnnxTextModel):
     def __init__(self, model_path, tokenizer_path, config=None, *, name, sha256, threads=1, cache=None,
                  max_length: int | None = None):
         super().__init__(tokenizer_path, config, name=name, sha256=sha256, threads=threads, cache=cache)
-        self.session = make_session(model_path, self.threads)
-        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.open_session(model_path)
         out = self.session.get_outputs()[0]
         self._output = out.name
         self.n_labels = out.shape[-1] if out.shape and isinstance(out.shape[-1], int) else None

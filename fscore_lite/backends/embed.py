@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ModelIntegrityError
 from ..settings import DEFAULT_EMBED
-from .onnx_session import make_session
+from .onnx_base import OnnxTextModel, pad_rows
 
 MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length
 
@@ -35,12 +35,14 @@ class TokenSpan:
     starts_word: bool
 
 
-class SentenceEmbedder:
+class SentenceEmbedder(OnnxTextModel):
     """all-MiniLM-L6-v2-style sentence vectors from an ONNX model and a ``tokenizer.json``.
 
     ``name`` and ``sha256`` identify the model (the bundle's entry name and the hash of its
     weights file); stores record them so that queries are embedded with the same model.
     """
+
+    role = "embed"
 
     def __init__(
         self,
@@ -52,42 +54,23 @@ class SentenceEmbedder:
         threads: int = 1,
         max_tokens: int = MAX_TOKENS,
     ):
-        from tokenizers import Tokenizer
-
-        self._name = name
-        self._sha256 = sha256
-        self.threads = max(1, int(threads))
-        self.max_tokens = int(max_tokens)
-
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        # The file ships with truncation and fixed padding to 128; this class does both itself.
-        self.tokenizer.no_truncation()
-        self.tokenizer.no_padding()
+        # The tokenizer file ships with truncation and fixed padding to 128; the base turns both off.
+        super().__init__(tokenizer_path, None, name=name, sha256=sha256, threads=threads)
+        self.text_tokens = int(max_tokens)
         self._cls_id = self.tokenizer.token_to_id("[CLS]")
         self._sep_id = self.tokenizer.token_to_id("[SEP]")
         self._pad_id = self.tokenizer.token_to_id("[PAD]") or 0
         if self._cls_id is None or self._sep_id is None:
             raise ModelIntegrityError(f"{tokenizer_path} is not a BERT tokenizer (no [CLS]/[SEP] tokens)")
 
-        self.session = make_session(model_path, self.threads)
-        self._input_names = {i.name for i in self.session.get_inputs()}
-        missing = {"input_ids", "attention_mask"} - self._input_names
+        self.open_session(model_path)
+        missing = {"input_ids", "attention_mask"} - self.inputs
         if missing:
             raise ModelIntegrityError(f"{model_path} lacks the inputs {sorted(missing)} of a BERT encoder")
         out = self.session.get_outputs()[0]
         self._output_name = out.name
         dim = out.shape[-1] if out.shape else None
         self.dim = int(dim) if isinstance(dim, int) else int(self.encode(["dimension probe"]).shape[1])
-
-    # -- identity -------------------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def sha256(self) -> str:
-        """The sha256 of the weights file, as recorded in the model bundle manifest."""
-        return self._sha256
 
     @classmethod
     def from_bundle(cls, bundle, name: str = DEFAULT_EMBED, threads: int = 1) -> "SentenceEmbedder":
@@ -121,8 +104,8 @@ class SentenceEmbedder:
         out = []
         for e in encs:
             ids = e.ids
-            if len(ids) > self.max_tokens:  # truncate like the reference: keep the head, end with [SEP]
-                ids = ids[: self.max_tokens - 1] + [self._sep_id]
+            if len(ids) > self.text_tokens:  # truncate like the reference: keep the head, end with [SEP]
+                ids = ids[: self.text_tokens - 1] + [self._sep_id]
             out.append(ids)
         return out
 
@@ -139,14 +122,9 @@ class SentenceEmbedder:
         result: np.ndarray | None = None
         for b in range(0, len(order), max(1, batch_size)):
             idx = order[b : b + batch_size]
-            width = max(len(ids[i]) for i in idx)
-            input_ids = np.full((len(idx), width), self._pad_id, dtype=np.int64)
-            mask = np.zeros((len(idx), width), dtype=np.int64)
-            for row, i in enumerate(idx):
-                input_ids[row, : len(ids[i])] = ids[i]
-                mask[row, : len(ids[i])] = 1
+            input_ids, mask = pad_rows([ids[i] for i in idx], self._pad_id)
             feeds = {"input_ids": input_ids, "attention_mask": mask}
-            if "token_type_ids" in self._input_names:
+            if "token_type_ids" in self.inputs:
                 feeds["token_type_ids"] = np.zeros_like(input_ids)
             hidden = self.session.run([self._output_name], feeds)[0].astype(np.float32)
             vecs = mean_pool(hidden, mask)

@@ -10,19 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ModelNotInstalled
-from .onnx_session import make_session
+from .onnx_base import OnnxTextModel, pad_rows
 
 
-class MaskedLMEncoder:
+class MaskedLMEncoder(OnnxTextModel):
+    role = "mlm"
+
     def __init__(self, onnx_path, tokenizer_path, name: str, sha256: str, threads: int = 1):
-        from tokenizers import Tokenizer
-
-        self.session = make_session(onnx_path, threads)
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        self.tokenizer.no_padding()
-        self.tokenizer.no_truncation()
-        self.name, self.sha256 = name, sha256
-        self.inputs = {i.name for i in self.session.get_inputs()}
+        super().__init__(tokenizer_path, None, name=name, sha256=sha256, threads=threads)
+        self.open_session(onnx_path)
         outs = [o.name for o in self.session.get_outputs()]
         if "last_hidden_state" not in outs:
             raise ModelNotInstalled(f"mlm model {name} has no last_hidden_state output (outputs: {outs}); re-export it")
@@ -41,12 +37,7 @@ class MaskedLMEncoder:
         """Final hidden states of each sequence (no padding rows)."""
         if not batch:
             return []
-        n = max(len(x) for x in batch)
-        ids = np.full((len(batch), n), self.pad_id, dtype=np.int64)
-        mask = np.zeros((len(batch), n), dtype=np.int64)
-        for i, x in enumerate(batch):
-            ids[i, : len(x)] = x
-            mask[i, : len(x)] = 1
+        ids, mask = pad_rows(batch, self.pad_id)
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.inputs:
             feed["token_type_ids"] = np.zeros_like(ids)

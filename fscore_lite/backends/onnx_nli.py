@@ -15,31 +15,6 @@ from .cross_encoder import CrossEncoder
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 
 
-def bundle_files(bundle, entry, precision: str = "int8") -> dict:
-    """Verified paths of one ONNX entry's files: ``weights`` (int8 by default, fp32 on request),
-    ``tokenizer``, ``config``, plus the ``sha256`` of the weights actually used.
-
-    The export step records the int8 graph as kind ``weights`` and the fp32 graph it was
-    made from as kind ``weights_fp32``; a bundle with only one graph serves both.
-    """
-    from ..manifest import ModelFile
-
-    kinds = {f.kind: f for f in entry.files}
-    want = "weights_fp32" if precision == "fp32" and "weights_fp32" in kinds else "weights"
-    if want not in kinds:
-        raise ModelIntegrityError(f"model '{entry.name}' has no {want} file in {bundle.manifest_path}")
-    out: dict = {}
-    for kind in (want, "tokenizer", "config"):
-        f: ModelFile | None = kinds.get(kind)
-        if f is None:
-            if kind == "config":
-                continue
-            raise ModelIntegrityError(f"model '{entry.name}' has no {kind} file in {bundle.manifest_path}")
-        out["weights" if kind == want else kind] = bundle.verify_file(f)
-    out["sha256"] = kinds[want].sha256
-    return out
-
-
 def label_names(config: dict, n: int) -> list[str]:
     """Lower-cased label names by output index, from ``id2label``; each must be an NLI label."""
     id2label = config.get("id2label") or {}
@@ -59,12 +34,6 @@ class NliCrossEncoder(CrossEncoder):
     def __init__(self, model_path, tokenizer_path, config=None, *, name, sha256, threads=1, cache=None):
         super().__init__(model_path, tokenizer_path, config, name=name, sha256=sha256, threads=threads, cache=cache)
         self.labels = label_names(self.config, self.n_labels or 3)
-
-    @classmethod
-    def from_bundle(cls, bundle, entry, *, threads=1, cache=None, precision="int8") -> "NliCrossEncoder":
-        files = bundle_files(bundle, entry, precision)
-        return cls(files["weights"], files["tokenizer"], files.get("config"), name=entry.name,
-                   sha256=files["sha256"], threads=threads, cache=cache)
 
     def logits(self, premise: str, hypothesis: str) -> np.ndarray:
         return self.logits_batch([(premise, hypothesis)])[0]

@@ -1,10 +1,5 @@
 """Extractive question answering on onnxruntime (Q²'s QA role; reference: ALBERT-xlarge SQuAD-2).
 
-Also home of :class:`OnnxTextModel`, the small base class the three Q² ONNX backends share:
-it owns the onnxruntime session(s), the ``tokenizers`` tokenizer and the model's
-``config.json``, and routes every model call through the SQLite call cache. Each task adds
-only its pre- and post-processing.
-
 The QA rule (SPEC Q² step 4) is the reference's: encode ``question`` and ``context`` as a
 pair, take ``argmax(start_logits) .. argmax(end_logits)`` over the *whole* sequence and
 decode those tokens with the tokenizer's decoder; a span that is exactly the first (CLS)
@@ -13,91 +8,14 @@ fail there) is split into overlapping windows of the context; see :meth:`Extract
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Callable
 
 import numpy as np
 
-from ..cache import CallCache
 from ..errors import ModelIntegrityError
-from .onnx_session import make_session
+from .onnx_base import OnnxTextModel, pad_rows
 
 DOC_STRIDE = 128  # tokens shared by consecutive context windows (the SQuAD scripts' default)
-
-
-def pad_rows(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """Token id rows right-padded to the longest with ``pad_id``: (ids, attention mask), int64."""
-    width = max(len(r) for r in rows)
-    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = r
-        mask[i, : len(r)] = 1
-    return ids, mask
-
-
-def _json_roundtrip(value: Any) -> Any:
-    """The value exactly as the cache will return it later (so reruns are byte-identical)."""
-    return json.loads(json.dumps(value, ensure_ascii=False))
-
-
-class OnnxTextModel:
-    """One ONNX model with its tokenizer and config; every call goes through the call cache.
-
-    ``name`` and ``sha256`` identify the model (bundle entry name, hash of the weights file
-    actually loaded), so int8 and fp32 files never share cache entries.
-    """
-
-    backend = "onnx"
-
-    def __init__(
-        self,
-        tokenizer_path: str | Path,
-        config: dict | str | Path | None,
-        *,
-        name: str,
-        sha256: str,
-        threads: int = 1,
-        cache: CallCache | None = None,
-    ):
-        from tokenizers import Tokenizer
-
-        self.name = name
-        self.sha256 = sha256
-        self.threads = max(1, int(threads))
-        self.cache = cache if cache is not None else CallCache(None)
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        self.tokenizer.no_truncation()
-        self.tokenizer.no_padding()
-        if config is None:
-            self.config: dict = {}
-        elif isinstance(config, dict):
-            self.config = config
-        else:
-            self.config = json.loads(Path(config).read_text(encoding="utf-8"))
-        self.calls = 0
-
-    def cached(self, kind: str, payload: dict, compute: Callable[[], Any]) -> Any:
-        """Cached model call keyed by (sha256, kind, exact input)."""
-        self.calls += 1
-        return self.cache.cached(self.sha256, kind, payload, lambda: _json_roundtrip(compute()))
-
-    def max_tokens(self) -> int:
-        """Longest input the model's position embeddings allow."""
-        n = int(self.config.get("max_position_embeddings", 512))
-        if self.config.get("model_type") in ("roberta", "xlm-roberta", "camembert", "longformer"):
-            n -= int(self.config.get("pad_token_id", 1)) + 1  # positions start after the pad id
-        return n
-
-    def token_strings(self, ids: list[int]) -> list[str]:
-        return [self.tokenizer.id_to_token(int(i)) or "" for i in ids]
-
-    def tokens_to_string(self, tokens: list[str]) -> str:
-        """The tokenizer's ``convert_tokens_to_string``: its decoder, or tokens joined by spaces."""
-        decoder = self.tokenizer.decoder
-        return decoder.decode(tokens) if decoder is not None else " ".join(tokens)
 
 
 @dataclass(frozen=True)
@@ -128,21 +46,12 @@ class ExtractiveQA(OnnxTextModel):
     def __init__(self, model_path, tokenizer_path, config=None, *, name, sha256, threads=1, cache=None,
                  doc_stride: int = DOC_STRIDE):
         super().__init__(tokenizer_path, config, name=name, sha256=sha256, threads=threads, cache=cache)
-        self.session = make_session(model_path, self.threads)
-        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.open_session(model_path)
         outs = [o.name for o in self.session.get_outputs()]
         if not {"start_logits", "end_logits"} <= set(outs):
             raise ModelIntegrityError(f"QA model {name} lacks start_logits/end_logits outputs (has {outs})")
         self.doc_stride = int(doc_stride)
         self._window_tokenizer = None  # built on the first input longer than the model
-
-    @classmethod
-    def from_bundle(cls, bundle, entry, *, threads=1, cache=None, precision="int8") -> "ExtractiveQA":
-        from .onnx_nli import bundle_files
-
-        files = bundle_files(bundle, entry, precision)
-        return cls(files["weights"], files["tokenizer"], files.get("config"), name=entry.name,
-                   sha256=files["sha256"], threads=threads, cache=cache)
 
     # -- model ----------------------------------------------------------------------------
     def logits(self, ids: list[int], type_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:

@@ -20,7 +20,7 @@ import hashlib
 import numpy as np
 
 from ..errors import ModelIntegrityError
-from .onnx_qa import OnnxTextModel, pad_rows
+from .onnx_base import OnnxTextModel, pad_rows
 from .onnx_session import make_session
 
 NEG = np.float32(-1.0e9)

@@ -149,7 +149,7 @@ class TrainedVerifier:
     @classmethod
     def from_bundle(cls, bundle, store, *, name: str | None = None, threads: int = 1, cache=None,
                     precision: str = "int8") -> "TrainedVerifier":
-        from ..backends.onnx_nli import bundle_files
+        from ..backends.onnx_base import bundle_files
         from ..backends.cross_encoder import CrossEncoder
 
         entry = bundle.get(name) if name else bundle.first_for_role("verifier")

@@ -162,7 +162,7 @@ def worker_pool(bundle, store, entry, cache, workers: int, k: int, window_tokens
     (the store's embedder from ``embed_bundle``, default ``bundle``)."""
     from ..backends.cross_encoder import CrossEncoder
     from ..backends.embed import SentenceEmbedder
-    from ..backends.onnx_nli import bundle_files
+    from ..backends.onnx_base import bundle_files
     from ..factscore.retrieve import Retriever
     from ..factscore.trained import TrainedVerifier
 

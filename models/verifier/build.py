@@ -75,7 +75,7 @@ class VerifierConfig:
 def _graph_checks(model, bundle: Bundle, entry: ModelEntry, tok_path: Path, pairs, labels, threads: int) -> dict:
     """fp32 graph vs torch (max |Δlogit|) and int8 vs fp32 (argmax agreement, accuracy)."""
     from fscore_lite.backends.cross_encoder import CrossEncoder
-    from fscore_lite.backends.onnx_nli import bundle_files
+    from fscore_lite.backends.onnx_base import bundle_files
 
     from .torch_train import predict_logits
 

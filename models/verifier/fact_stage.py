@@ -156,7 +156,7 @@ def graph_checks(model, bundle, entry, pairs, threads: int, window_tokens: int) 
     """The installed fact model's fp32 graph vs torch (max |Δlogit|) and int8 vs fp32 (agreement of
     the entailment log-odds' sign) on a fixed set of training pairs."""
     from fscore_lite.backends.cross_encoder import CrossEncoder
-    from fscore_lite.backends.onnx_nli import bundle_files
+    from fscore_lite.backends.onnx_base import bundle_files
 
     from .torch_train import predict_logits
 
