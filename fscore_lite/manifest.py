@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelIntegrityError, ModelNotInstalled
+from .stamps import sha256_file, verified_sha256
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
@@ -77,17 +78,6 @@ def describe_file(root: str | Path, rel_path: str | Path, kind: str) -> ModelFil
     return ModelFile(path=Path(rel_path).as_posix(), sha256=sha256_file(p), size=p.stat().st_size, kind=kind)
 
 
-def sha256_file(path: str | Path, chunk: int = 8 * 1024 * 1024) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(chunk)
-            if not b:
-                break
-            h.update(b)
-    return h.hexdigest()
-
-
 class Bundle:
     """A model bundle folder. Entries are looked up by name or role."""
 
@@ -140,8 +130,6 @@ class Bundle:
         inode — is not hashed again: its verified stamp (:mod:`fscore_lite.stamps`) gives the
         sha256. With ``use_cache=False`` it is always hashed (``fscore-lite models verify``).
         """
-        from .stamps import verified_sha256
-
         p = self.root / f.path
         if not p.exists():
             raise ModelIntegrityError(f"model file {p} is missing (listed in {self.manifest_path})")

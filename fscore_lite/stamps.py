@@ -13,6 +13,7 @@ If the stamp file cannot be read or written (read-only home, locked), checks sim
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import threading
@@ -97,13 +98,23 @@ def _record(key: str, stamp: tuple[int, ...], digest: str, hashed_at_ns: int) ->
         db.close()
 
 
+def sha256_file(path: str | Path, chunk: int = 8 * 1024 * 1024) -> str:
+    """The sha256 of a file, read in chunks: the one hashing of model and store files."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
 def verified_sha256(path: str | Path, *, use_stamp: bool = True) -> str:
     """The sha256 of ``path``: from its stamp when the file is unchanged, else hashed (and stamped).
 
     With ``use_stamp=False`` the file is always hashed and its stamp refreshed.
     """
-    from . import manifest  # sha256_file lives there (looked up at call time)
-
     p = Path(path)
     key = str(p.resolve())
     before = os.stat(p)
@@ -113,7 +124,7 @@ def verified_sha256(path: str | Path, *, use_stamp: bool = True) -> str:
         if digest is not None:
             return digest
     hashed_at = time.time_ns()
-    digest = manifest.sha256_file(p)
+    digest = sha256_file(p)
     if _stamp(os.stat(p)) == stamp:  # unchanged while hashing
         _record(key, stamp, digest, hashed_at)
     return digest

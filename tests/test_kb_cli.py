@@ -130,7 +130,7 @@ def test_hnsw_is_opt_in(built, capsys, minilm_bundle_dir):
 
 
 def test_kb_verify_hashes_every_file(tmp_path, capsys, monkeypatch):
-    import fscore_lite.manifest as manifest
+    import fscore_lite.stamps as stamps
 
     monkeypatch.setenv("FSCORE_LITE_HOME", str(tmp_path / "home"))
     store = tmp_path / "store"
@@ -139,8 +139,8 @@ def test_kb_verify_hashes_every_file(tmp_path, capsys, monkeypatch):
     w.finish({"embed_model": "m", "embed_sha256": "0" * 64, "dim": 4, "passage_count": 1})
     open_store(store).close()  # may stamp the files
     calls = []
-    real = manifest.sha256_file
-    monkeypatch.setattr(manifest, "sha256_file", lambda p, *a, **k: calls.append(str(p)) or real(p, *a, **k))
+    real = stamps.sha256_file
+    monkeypatch.setattr(stamps, "sha256_file", lambda p, *a, **k: calls.append(str(p)) or real(p, *a, **k))
     code, out, err = run(capsys, "kb", "verify", str(store))
     assert code == 0, err
     assert sorted(calls) == sorted(str(store / n) for n in ("store.sqlite", "hnsw.bin"))  # hashed, not stamped

@@ -1,16 +1,16 @@
 """Verified stamps: a store or model file is re-hashed only when it changed (issue 9).
 
-Every test counts calls of ``fscore_lite.manifest.sha256_file`` (the one hashing function) and
+Every test counts calls of ``fscore_lite.stamps.sha256_file`` (the one hashing function) and
 keeps its stamps in a temporary FSCORE_LITE_HOME.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 
 import pytest
 
-import fscore_lite.manifest as manifest
 from fscore_lite import stamps
 from fscore_lite.cli import main
 from fscore_lite.errors import ModelIntegrityError, StoreError
@@ -27,8 +27,8 @@ def hashed(tmp_path, monkeypatch):
     monkeypatch.setattr(stamps, "RACY_NS", 0)
     stamps.forget_memory()
     calls: list[str] = []
-    real = manifest.sha256_file
-    monkeypatch.setattr(manifest, "sha256_file", lambda p, *a, **k: calls.append(os.path.basename(p)) or real(p, *a, **k))
+    real = stamps.sha256_file
+    monkeypatch.setattr(stamps, "sha256_file", lambda p, *a, **k: calls.append(os.path.basename(p)) or real(p, *a, **k))
     yield calls
     stamps.forget_memory()
 
@@ -146,5 +146,5 @@ def test_unwritable_stamp_file_still_verifies(tmp_path, hashed, monkeypatch):
     f.write_bytes(b"z" * 100)
     stamps.verified_sha256(f)
     stamps.forget_memory()
-    assert stamps.verified_sha256(f) == manifest.hashlib.sha256(b"z" * 100).hexdigest()
+    assert stamps.verified_sha256(f) == hashlib.sha256(b"z" * 100).hexdigest()
     assert hashed == ["w.bin", "w.bin"]  # hashed each time, and no error
