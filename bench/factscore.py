@@ -38,7 +38,8 @@ def _bio(data: Path) -> tuple[list[str], list[str]]:
 
 def ensure_bench_store(data: Path, home: Path) -> Path:
     """A store of the whole wiki-* text (shared with meta-eval factscore-er)."""
-    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
+    from fscore_lite.build_step import ensure_store
+    from fscore_lite.training.labeled import wiki_pages
     from fscore_lite.settings import Settings
 
     _, files = wiki_pages(data)

@@ -39,8 +39,10 @@ def main() -> None:
     from fscore_lite.cache import CallCache
     from fscore_lite.manifest import Bundle
     from fscore_lite.metaeval.cv_report import paired_estimates
-    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
-    from fscore_lite.metaeval.verifier_cv import cross_validate, featurise, load_examples, per_subject, worker_pool
+    from fscore_lite.build_step import ensure_store
+    from fscore_lite.training.combiner_cv import cross_validate, per_subject
+    from fscore_lite.training.examples import featurise, load_examples, worker_pool
+    from fscore_lite.training.labeled import wiki_pages
     from fscore_lite.settings import Settings
     from fscore_lite.store import open_store
 

@@ -35,8 +35,10 @@ def main() -> None:
     from fscore_lite.factscore.retrieve import Retriever
     from fscore_lite.factscore.trained import CE_FEATURES, POSITION_FEATURES, PairBuilder, ce_features, page_text
     from fscore_lite.manifest import Bundle
-    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
-    from fscore_lite.metaeval.verifier_cv import cross_validate, fact_positions, load_examples, per_subject, topic_folds
+    from fscore_lite.build_step import ensure_store
+    from fscore_lite.training.combiner_cv import cross_validate, per_subject
+    from fscore_lite.training.examples import fact_positions, load_examples, topic_folds
+    from fscore_lite.training.labeled import wiki_pages
     from fscore_lite.settings import Settings
     from fscore_lite.store import open_store
     from fscore_lite_models.verifier.build import VerifierConfig

@@ -107,7 +107,8 @@ def test_a_second_fit_gives_the_same_record(stack_build, tiny_inputs):  # noqa: 
 
 def _scorer(bundle_dir, settings, llm, verifier="llm+trained"):
     from fscore_lite.factscore.pipeline import FactScorer, ScoreOptions
-    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
+    from fscore_lite.build_step import ensure_store
+    from fscore_lite.training.labeled import wiki_pages
 
     entry = Bundle(bundle_dir).get("minilm-l6-factscore-verifier")
     _, files = wiki_pages(entry.extra["training"]["data"])

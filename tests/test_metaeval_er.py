@@ -4,7 +4,7 @@ import json
 import pytest
 
 from fscore_lite.metaeval import factscore_er as er
-from fscore_lite.metaeval.labeled import SUBJECTS
+from fscore_lite.training.labeled import SUBJECTS
 
 
 def test_f1_of_not_supported_class():
@@ -22,7 +22,7 @@ def test_word_overlap_floor():
 
 
 def test_sample_is_fixed_and_bounded():
-    from fscore_lite.metaeval.labeled import AnnotatedBio
+    from fscore_lite.training.labeled import AnnotatedBio
 
     bios = [AnnotatedBio("S", i, f"T{i}", "", (), ()) for i in range(1, 20)]
     a, b = er.sample(bios, 5), er.sample(list(reversed(bios)), 5)

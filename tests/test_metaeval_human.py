@@ -3,8 +3,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fscore_lite.cli import app
-from fscore_lite.metaeval.factscore_human import PAPER, evaluate, human_fact_labels
-from fscore_lite.metaeval.labeled import AnnotatedBio, AnnotatedSentence, HumanFact
+from fscore_lite.metaeval.factscore_human import PAPER, evaluate
+from fscore_lite.training.labeled import AnnotatedBio, AnnotatedSentence, HumanFact, human_fact_labels
 
 
 def test_reproduces_table1(data_dir):

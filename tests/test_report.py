@@ -387,7 +387,7 @@ def test_bootstrap_is_seeded_and_sane():
 
 
 def test_clustered_interval_resamples_whole_groups():
-    from fscore_lite.metaeval.factscore_er import signed_error_ci
+    from fscore_lite.stats import signed_error_ci
     from fscore_lite.stats import clustered_mean_ci
 
     rng = np.random.default_rng(5)
@@ -414,7 +414,7 @@ def test_clustered_interval_resamples_whole_groups():
 
 
 def test_clustered_f1_interval_sums_the_counts_of_the_topics_drawn():
-    from fscore_lite.metaeval.factscore_er import f1_not_supported, f1_ns_ci
+    from fscore_lite.stats import f1_not_supported, f1_ns_ci
     from fscore_lite.stats import clustered_ratio_ci
 
     rng = np.random.default_rng(11)
@@ -702,7 +702,7 @@ def test_human_beside_estimated(tmp_path, data_dir):
 
     from fscore_lite.cli import app
     from fscore_lite.metaeval.factscore_human import human_score
-    from fscore_lite.metaeval.labeled import load_subject
+    from fscore_lite.training.labeled import load_subject
 
     bios = [b for b in load_subject(data_dir, "InstructGPT") if b.responded and b.model_facts()][:12]
     recs = []

@@ -146,7 +146,8 @@ def test_runtime_applies_the_recorded_combiner(tiny_build):
     from fscore_lite.backends.embed import SentenceEmbedder
     from fscore_lite.factscore.retrieve import Retriever
     from fscore_lite.factscore.trained import TrainedVerifier
-    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
+    from fscore_lite.build_step import ensure_store
+    from fscore_lite.training.labeled import wiki_pages
     from fscore_lite.store import open_store
 
     bundle_dir, settings, _ = tiny_build
@@ -289,9 +290,10 @@ def test_fact_stage_with_frozen_lower_layers_cross_fits_like_the_full_one(tiny_i
 def test_held_out_figures_of_a_fact_stage_verifier_use_the_recorded_scores(tiny_fact_build, tiny_inputs):
     from fscore_lite.errors import FscoreError
     from fscore_lite.factscore.trained import TrainedVerifier
-    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
-    from fscore_lite.metaeval.verifier_cv import (Fact, featurise, load_examples, run_er_cv, use_recorded_scores,
-                                                  worker_pool)
+    from fscore_lite.build_step import ensure_store
+    from fscore_lite.metaeval.verifier_cv import run_er_cv
+    from fscore_lite.training.examples import Fact, featurise, load_examples, use_recorded_scores, worker_pool
+    from fscore_lite.training.labeled import wiki_pages
     from fscore_lite.store import open_store
 
     bundle_dir, settings, report = tiny_fact_build
@@ -435,7 +437,8 @@ def real_verifier():
     from fscore_lite.backends.embed import SentenceEmbedder
     from fscore_lite.factscore.retrieve import Retriever
     from fscore_lite.factscore.trained import TrainedVerifier
-    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
+    from fscore_lite.build_step import ensure_store
+    from fscore_lite.training.labeled import wiki_pages
     from fscore_lite.store import open_store
 
     settings = Settings(threads=1)

@@ -56,13 +56,7 @@ def build(
 
     Prints the build summary as JSON. An existing store built from the same input, model and settings is kept (up_to_date).
     """
-    # Build code lives outside the runtime package; it is imported only when building.
-    try:
-        from fscore_lite_index.build import build_store
-    except ImportError as e:
-        from ..errors import FscoreError
-
-        raise FscoreError(f"the index builder is not installed with this fscore-lite ({e})") from None
+    from ..build_step import build_store  # build code, imported only when building
 
     stats = build_store(
         source,

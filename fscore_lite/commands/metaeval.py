@@ -55,7 +55,7 @@ def factscore_er(
         if verifier not in ("trained", "llm+trained"):
             raise FscoreError("--cv cross-validates the trained verifier's combiners: add --verifier trained "
                               "or --verifier llm+trained")
-        from ..metaeval.labeled import SUBJECTS
+        from ..training.labeled import SUBJECTS
 
         if report is not None:
             raise FscoreError("--report is not available with --cv (it writes no per-bio outputs)")

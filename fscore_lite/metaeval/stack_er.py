@@ -1,7 +1,7 @@
 """``meta-eval factscore-er --verifier llm+trained --cv K``: the stack's ER on held-out topics.
 
-The bio-level counterpart of the fit's per-fact report (:mod:`.stack_cv`). Both stages are
-cross-validated with one topic → fold map (:func:`.verifier_cv.topic_folds`):
+The bio-level counterpart of the fit's per-fact report (:mod:`fscore_lite.training.stack`). Both stages are
+cross-validated with one topic → fold map (:func:`fscore_lite.training.examples.topic_folds`):
 
 1. the trained combiner of fold k (fitted on the other folds' topics, PACC means from an inner
    CV) gives every fact of a fold-k topic its trained logit;
@@ -24,56 +24,11 @@ from collections import Counter
 import numpy as np
 
 from ..errors import FscoreError
-from .labeled import SUBJECTS
-from .stack_cv import StackRows, cross_validate_stack, fit_stack_adjusted, pacc_terms, subject_table
-from .verifier_cv import CvResult, Examples, bio_estimate, bio_probabilities, cross_validate
-
-
-def fold_combiners(res: CvResult) -> dict[int, object]:
-    """Fold → the trained combiner fitted without that fold (folds holding no topic skipped)."""
-    return dict(zip(sorted(set(res.folds.values())), res.combiners))
-
-
-def human_stack_rows(ex: Examples, oof: CvResult, sample: list[int], margins: list[float]) -> StackRows:
-    """Stack rows for the human facts ``sample`` (indices into ``ex.human``) with their margins:
-    trained logit out of fold, label, and the trained verifier's own out-of-fold outputs."""
-    from ..factscore.stacked import logit_of
-
-    by_fold = fold_combiners(oof)
-    topics = [ex.human[i].topic for i in sample]
-    tprob = np.asarray([oof.human_prob[i] for i in sample])
-    return StackRows(
-        topics=topics, subjects=[ex.bios[ex.human[i].bio].subject for i in sample],
-        x=np.asarray([[logit_of(p), m] for p, m in zip(tprob, margins)], dtype=np.float64),
-        y=np.asarray([1.0 if ex.human[i].label else 0.0 for i in sample]),
-        trained_prob=tprob, trained_pred=np.asarray([oof.human_pred[i] for i in sample]),
-        trained_pacc=np.asarray([float(pacc_terms(by_fold[oof.folds[t]], np.asarray([p]))[0])
-                                 for t, p in zip(topics, tprob)]))
-
-
-def human_sample_margins(ex: Examples, llm, retriever, every: int, progress: bool = False,
-                         record=None) -> tuple[list[int], list[float]]:
-    """The fixed human-fact sample (every ``every``-th) and the LLM's margin for each."""
-    from ..factscore.stacked import llm_margin
-    from ..progress import Progress
-
-    sample = list(range(0, len(ex.human), every))
-    margins = []
-    bar = Progress(None, f"{llm.name} margins (human facts)", enabled=progress)
-    bar.add_total(len(sample), "facts")
-    for i in sample:
-        f = ex.human[i]
-        margins.append(llm_margin(llm, f.topic, f.text, retriever.retrieve(f.topic, f.text), *_prompt(record)))
-        bar.advance(1, unit="facts")
-    bar.close()
-    return sample, margins
-
-
-def _prompt(record) -> tuple[int, int]:
-    from ..factscore.stacked import LLM_PASSAGES, LLM_WINDOW_TOKENS
-
-    record = record or {}
-    return int(record.get("passages", LLM_PASSAGES)), int(record.get("window_tokens", LLM_WINDOW_TOKENS))
+from ..training.combiner_cv import CvResult, bio_estimate, bio_probabilities, cross_validate
+from ..training.examples import Examples
+from ..training.labeled import SUBJECTS
+from ..training.stack import (StackRows, cross_validate_stack, fit_stack_adjusted, fold_combiners, human_sample_margins,
+                              human_stack_rows, llm_prompt_settings, subject_table)
 
 
 def held_out_bios(ex: Examples, limit: int | None, subjects=SUBJECTS) -> list[int]:
@@ -127,8 +82,11 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
     from ..manifest import Bundle
     from ..progress import Progress
     from ..store import open_store
-    from .factscore_er import ensure_store, ranking_preserved, signed_error_ci, wiki_pages
-    from .verifier_cv import featurise, load_examples, use_recorded_scores, worker_pool
+    from ..build_step import ensure_store
+    from ..training.examples import featurise, load_examples, use_recorded_scores, worker_pool
+    from ..training.labeled import wiki_pages
+    from ..stats import signed_error_ci
+    from .factscore_er import ranking_preserved
 
     if folds < 2:
         raise FscoreError(f"--cv needs at least 2 folds, not {folds}")
@@ -167,7 +125,7 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
     n_facts = sum(facts_of[i] for i in bios)
     bar = Progress(None, f"{llm.name} margins (model facts)", enabled=progress)
     bar.add_total(n_facts, "facts")
-    passages, window = _prompt(record)
+    passages, window = llm_prompt_settings(record)
     stacked = stacked_bio_estimates(
         ex, oof, rows, bios, lambda topic, fact: llm_margin(llm, topic, fact, retriever.retrieve(topic, fact),
                                                             passages, window),
@@ -205,7 +163,6 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
 
 def format_stack_er_report(report: dict) -> str:
     from .factscore_er import format_error_cis
-    from .stack_cv import format_stack_table
 
     sample = f"a fixed sample of {report['limit']} bios per subject" if report["limit"] else "every bio"
     lines = [f"held-out topics: {report['folds']}-fold topic-grouped cross-validation of both stages over "
@@ -228,4 +185,17 @@ def format_stack_er_report(report: dict) -> str:
     lines.append(f"per fact, out of fold, on the stack's sample of {report['human_sample']} human facts "
                  f"(every {report['every']}th):")
     lines.append(format_stack_table(report["per_fact"]))
+    return "\n".join(lines)
+
+
+def format_stack_table(table: list[dict]) -> str:
+    f = lambda x: "-" if x is None else f"{100 * x:.1f}"  # noqa: E731
+    g = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+    lines = [f"{'subject':<14}{'facts':>6}{'human':>7} | {'trained':>7}{'err':>6}{'F1(NS)':>8}{'AUC':>7} | "
+             f"{'stacked':>7}{'err':>6}{'F1(NS)':>8}{'AUC':>7}"]
+    for r in table:
+        t, s = r["trained"], r["stacked"]
+        lines.append(f"{r['subject']:<14}{r['n_facts']:>6}{r['human']:>7.1f} | {t['estimated']:>7.1f}{t['error']:>6.1f}"
+                     f"{f(t['f1_ns']):>8}{g(t['auc']):>7} | {s['estimated']:>7.1f}{s['error']:>6.1f}{f(s['f1_ns']):>8}"
+                     f"{g(s['auc']):>7}")
     return "\n".join(lines)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..factscore.atomic_facts import SentenceFacts
 from ..factscore.score import GAMMA, response_score
-from ..metaeval.labeled import SUBJECTS, AnnotatedBio, load_subject
+from ..training.labeled import SUBJECTS, AnnotatedBio, load_subject
 from .load import FACTSCORE, Run
 
 

@@ -103,3 +103,27 @@ def clustered_mean_ci(groups: dict, n_boot: int = N_BOOT, seed: int = SEED,
     (:func:`clustered_ratio_ci` of each group's sum and count): ``groups`` maps a cluster key to
     its values, and a topic with two bios counts twice, as in the plain mean."""
     return clustered_ratio_ci({k: (sum(v), len(v)) for k, v in groups.items()}, n_boot, seed, level)
+
+
+def signed_error_ci(estimates: list[float], humans: list[float], topics: list[str]) -> list[float] | None:
+    """95% interval (points) of a subject's signed error, mean estimate − mean human score, by a
+    seeded bootstrap that resamples topics (:func:`clustered_mean_ci`):
+    how far the ER could move with another sample of topics like these. Shares are in [0, 1]."""
+    groups: dict[str, list[float]] = {}
+    for e, h, t in zip(estimates, humans, topics):
+        groups.setdefault(t, []).append(100.0 * (float(e) - float(h)))
+    ci = clustered_mean_ci(groups)
+    return None if ci is None else [round(ci[0], 2), round(ci[1], 2)]
+
+
+def f1_ns_ci(pred_supported: list[bool], human_supported: list[bool], topics: list[str]) -> list[float] | None:
+    """95% interval of :func:`~fscore_lite.stats.summaries.f1_not_supported` (a share, like it) by a seeded bootstrap that
+    resamples topics: F1 = 2·TP / (2·TP + FP + FN), each count summed over the topics drawn."""
+    groups: dict[str, list[int]] = {}
+    for p, h, t in zip(pred_supported, human_supported, topics):
+        g = groups.setdefault(t, [0, 0])
+        tp = (not p) and (not h)
+        g[0] += 2 * tp
+        g[1] += 2 * tp + ((not p) and h) + (p and (not h))
+    ci = clustered_ratio_ci({t: tuple(g) for t, g in groups.items()})
+    return None if ci is None else [round(ci[0], 4), round(ci[1], 4)]

@@ -31,3 +31,11 @@ def auc(scores, labels) -> float | None:
             ranks[k] = (i + j) / 2 + 1
         i = j + 1
     return (sum(r for r, p in zip(ranks, positive) if p) - n1 * (n1 + 1) / 2) / (n1 * n0)
+
+
+def f1_not_supported(pred_supported: list[bool], human_supported: list[bool]) -> float | None:
+    """F1 of predicting "not supported" against the human labels; None when neither has one."""
+    tp = sum((not p) and (not h) for p, h in zip(pred_supported, human_supported))
+    fp = sum((not p) and h for p, h in zip(pred_supported, human_supported))
+    fn = sum(p and (not h) for p, h in zip(pred_supported, human_supported))
+    return 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else None

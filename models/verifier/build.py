@@ -154,10 +154,11 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     from fscore_lite.cache import CallCache
     from fscore_lite.factscore.page_features import FEATURES
     from fscore_lite.factscore.trained import CE_FEATURES, POSITION_FEATURES
-    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
-    from fscore_lite.metaeval.verifier_cv import (cross_validate, featurise, fit_combiner, load_examples, pacc_means,
-                                                  per_subject, worker_pool)
     from fscore_lite.store import open_store
+    from fscore_lite.training.combiner_cv import cross_validate, fit_combiner, pacc_means, per_subject
+    from fscore_lite.training.examples import featurise, load_examples, worker_pool
+    from fscore_lite.training.labeled import wiki_pages
+    from fscore_lite_index.wiki import ensure_store
 
     from ..export import _offline
     from .torch_train import cpu_has_bf16

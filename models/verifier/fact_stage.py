@@ -29,7 +29,7 @@ import numpy as np
 
 from fscore_lite.factscore.trained import CE_FEATURES
 from fscore_lite.manifest import ModelFile, describe_file
-from fscore_lite.metaeval.verifier_cv import OOF_KIND
+from fscore_lite.training.examples import OOF_KIND
 
 OOF_FILE = "oof_scores.jsonl.gz"
 
@@ -110,7 +110,7 @@ def cross_fit(ex, stage1_dir: Path, pairs, cfg: FactStageConfig, folds: dict[str
     """Fine-tune one model per fold and replace every fact's ``ce_*`` features in ``ex.features``
     by the scores of the model that did not train on its topic; returns a report per fold."""
     from fscore_lite.manifest import Bundle
-    from fscore_lite.metaeval.verifier_cv import Examples, featurise, worker_pool
+    from fscore_lite.training.examples import Examples, featurise, worker_pool
 
     from ..export import export_model
     from .torch_train import save_checkpoint
@@ -199,7 +199,7 @@ def run(ex, stage1_dir: Path, pool, cfg, *, bundle_dir: Path, store, cache, bf16
     import os
 
     from fscore_lite.manifest import Bundle, ModelEntry
-    from fscore_lite.metaeval.verifier_cv import topic_folds
+    from fscore_lite.training.examples import topic_folds
 
     from ..export import export_model
     from .torch_train import save_checkpoint, state_sha256

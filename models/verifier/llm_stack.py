@@ -10,7 +10,7 @@ Needs the trained verifier (``models train verifier``) and the LLM installed. St
    (:func:`fscore_lite.factscore.stacked.llm_margin`), through the call cache: an interrupted
    fit resumes where it stopped. This is the slow part (seconds per fact for the 1.5B model).
 3. The stacked combiner (trained logit, margin) is cross-validated with the same folds
-   (:mod:`fscore_lite.metaeval.stack_cv`: the report is out of fold on both stages), then
+   (:mod:`fscore_lite.training.stack`: the report is out of fold on both stages), then
    fitted on the whole sample, with the share-matching threshold and PACC means from the
    out-of-fold probabilities.
 4. It is recorded in the verifier's manifest entry under ``llm_combiners[<LLM sha256>]`` with
@@ -36,12 +36,13 @@ def train_llm_combiner(bundle_dir: str | Path, settings, llm=None, every: int = 
     from fscore_lite.backends.llm import load_llm
     from fscore_lite.cache import CallCache
     from fscore_lite.factscore.stacked import LLM_PASSAGES, LLM_WINDOW_TOKENS
-    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
-    from fscore_lite.metaeval.stack_cv import cross_validate_stack, fit_stack, subject_table, with_pacc_means
-    from fscore_lite.metaeval.stack_er import human_sample_margins, human_stack_rows
-    from fscore_lite.metaeval.verifier_cv import (cross_validate, featurise, load_examples, use_recorded_scores,
-                                                  worker_pool)
     from fscore_lite.store import open_store
+    from fscore_lite.training.combiner_cv import cross_validate
+    from fscore_lite.training.examples import featurise, load_examples, use_recorded_scores, worker_pool
+    from fscore_lite.training.labeled import wiki_pages
+    from fscore_lite.training.stack import (cross_validate_stack, fit_stack, human_sample_margins, human_stack_rows,
+                                            subject_table, with_pacc_means)
+    from fscore_lite_index.wiki import ensure_store
 
     if every < 1:
         raise FscoreError(f"--every must be 1 or more, not {every}")

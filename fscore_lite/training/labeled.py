@@ -1,11 +1,13 @@
-"""Reader for FActScore's human-annotated bios (``factscore-labeled/{Subject}.jsonl``)."""
+"""Readers for FActScore's human-annotated bios (``factscore-labeled/{Subject}.jsonl``) and the
+wiki pages of their topics (``wiki-*/pages.jsonl``): what training and meta-evaluation learn
+from, and what the report sets beside a run as the human one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FscoreError, InputError
-from ..io import read_jsonl
+from ..io import read_jsonl, require_text
 
 SUBJECTS = ("InstructGPT", "ChatGPT", "PerplexityAI")
 
@@ -71,3 +73,27 @@ def load_subject(data: str | Path, subject: str) -> list[AnnotatedBio]:
         except (KeyError, TypeError) as e:
             raise InputError(path, rec.line, f"not in the labeled-data format ({e!r})") from None
     return bios
+
+
+def human_fact_labels(bio: AnnotatedBio) -> list[bool]:
+    """is_supported per fact under the paper's convention (irrelevant sentences' model facts = NS)."""
+    out: list[bool] = []
+    for s in bio.sentences or ():
+        if s.is_relevant:
+            out += [f.label == "S" for f in s.human_facts]
+        else:
+            out += [False] * len(s.model_facts)
+    return out
+
+
+def wiki_pages(data: str | Path) -> tuple[dict[str, str], list[Path]]:
+    """{topic: page text} from every ``wiki-*/pages.jsonl`` under ``data``."""
+    files = sorted(Path(data).glob("wiki-*/pages.jsonl"))
+    if not files:
+        raise FscoreError(f"no wiki-*/pages.jsonl under {data}: pass --data DIR")
+    pages: dict[str, str] = {}
+    for f in files:
+        for rec in read_jsonl(f):  # bad JSON or a missing field: an error naming the file and line
+            key = "topic" if rec.data.get("topic") else "title"
+            pages.setdefault(require_text(f, rec, key), require_text(f, rec, "text", allow_empty=True))
+    return pages, files

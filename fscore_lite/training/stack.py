@@ -21,8 +21,9 @@ import numpy as np
 
 from ..factscore.combiner import Combiner, fit_logistic, share_matching_threshold
 from ..factscore.stacked import STACK_FEATURES
-from ..stats import auc
-from .verifier_cv import topic_folds
+from ..stats import auc, f1_not_supported
+from .combiner_cv import CvResult
+from .examples import Examples, topic_folds
 
 
 @dataclass
@@ -105,8 +106,6 @@ def cross_validate_stack(rows: StackRows, folds: dict[str, int], l2: float = 1.0
 def subject_table(rows: StackRows, cv: StackCv) -> list[dict]:
     """Per subject (and "all"): facts, labelled supported share, both estimates (PACC, ×100), their
     errors, F1(NS) and AUC — the trained verifier alone vs stacked, on the same held-out facts."""
-    from .factscore_er import f1_not_supported
-
     out = []
     for subject in [*dict.fromkeys(rows.subjects), "all"]:
         m = np.asarray([subject in ("all", s) for s in rows.subjects]) & ~np.isnan(cv.prob)
@@ -123,14 +122,48 @@ def subject_table(rows: StackRows, cv: StackCv) -> list[dict]:
     return out
 
 
-def format_stack_table(table: list[dict]) -> str:
-    f = lambda x: "-" if x is None else f"{100 * x:.1f}"  # noqa: E731
-    g = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
-    lines = [f"{'subject':<14}{'facts':>6}{'human':>7} | {'trained':>7}{'err':>6}{'F1(NS)':>8}{'AUC':>7} | "
-             f"{'stacked':>7}{'err':>6}{'F1(NS)':>8}{'AUC':>7}"]
-    for r in table:
-        t, s = r["trained"], r["stacked"]
-        lines.append(f"{r['subject']:<14}{r['n_facts']:>6}{r['human']:>7.1f} | {t['estimated']:>7.1f}{t['error']:>6.1f}"
-                     f"{f(t['f1_ns']):>8}{g(t['auc']):>7} | {s['estimated']:>7.1f}{s['error']:>6.1f}{f(s['f1_ns']):>8}"
-                     f"{g(s['auc']):>7}")
-    return "\n".join(lines)
+def fold_combiners(res: CvResult) -> dict[int, object]:
+    """Fold → the trained combiner fitted without that fold (folds holding no topic skipped)."""
+    return dict(zip(sorted(set(res.folds.values())), res.combiners))
+
+
+def human_stack_rows(ex: Examples, oof: CvResult, sample: list[int], margins: list[float]) -> StackRows:
+    """Stack rows for the human facts ``sample`` (indices into ``ex.human``) with their margins:
+    trained logit out of fold, label, and the trained verifier's own out-of-fold outputs."""
+    from ..factscore.stacked import logit_of
+
+    by_fold = fold_combiners(oof)
+    topics = [ex.human[i].topic for i in sample]
+    tprob = np.asarray([oof.human_prob[i] for i in sample])
+    return StackRows(
+        topics=topics, subjects=[ex.bios[ex.human[i].bio].subject for i in sample],
+        x=np.asarray([[logit_of(p), m] for p, m in zip(tprob, margins)], dtype=np.float64),
+        y=np.asarray([1.0 if ex.human[i].label else 0.0 for i in sample]),
+        trained_prob=tprob, trained_pred=np.asarray([oof.human_pred[i] for i in sample]),
+        trained_pacc=np.asarray([float(pacc_terms(by_fold[oof.folds[t]], np.asarray([p]))[0])
+                                 for t, p in zip(topics, tprob)]))
+
+
+def human_sample_margins(ex: Examples, llm, retriever, every: int, progress: bool = False,
+                         record=None) -> tuple[list[int], list[float]]:
+    """The fixed human-fact sample (every ``every``-th) and the LLM's margin for each."""
+    from ..factscore.stacked import llm_margin
+    from ..progress import Progress
+
+    sample = list(range(0, len(ex.human), every))
+    margins = []
+    bar = Progress(None, f"{llm.name} margins (human facts)", enabled=progress)
+    bar.add_total(len(sample), "facts")
+    for i in sample:
+        f = ex.human[i]
+        margins.append(llm_margin(llm, f.topic, f.text, retriever.retrieve(f.topic, f.text), *llm_prompt_settings(record)))
+        bar.advance(1, unit="facts")
+    bar.close()
+    return sample, margins
+
+
+def llm_prompt_settings(record) -> tuple[int, int]:
+    from ..factscore.stacked import LLM_PASSAGES, LLM_WINDOW_TOKENS
+
+    record = record or {}
+    return int(record.get("passages", LLM_PASSAGES)), int(record.get("window_tokens", LLM_WINDOW_TOKENS))

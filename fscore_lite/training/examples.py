@@ -1,0 +1,167 @@
+"""The training examples of the trained verifier's combiner (build step and meta-eval).
+
+Examples are the annotated bios whose topic has a page in ``DATA/wiki-*/pages.jsonl``:
+*human* facts labelled S or NS (what the combiner learns from, and what F1(NS) is measured
+on) and the *model* facts the paper's estimator was evaluated on (what the estimated
+FActScore, the ER and the threshold are computed from). Every fact is retrieved exactly as
+``score`` retrieves it (same store, k, order) and featurised by the runtime's own
+:class:`fscore_lite.factscore.trained.TrainedVerifier`.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .labeled import SUBJECTS, AnnotatedBio, human_fact_labels, load_subject
+
+# a bundle file kind: the out-of-fold cross-encoder features a fact-stage build recorded for its
+# training facts (models/verifier/fact_stage.py)
+OOF_KIND = "oof_scores"
+
+
+@dataclass
+class Fact:
+    topic: str
+    text: str
+    bio: int  # index into Examples.bios
+    label: bool | None  # human S (True) / NS (False); None for model facts
+
+
+@dataclass
+class Examples:
+    bios: list[AnnotatedBio]
+    human: list[Fact]
+    model: list[Fact]
+    human_share: list[float]  # per bio: the human FActScore (S / all, irrelevant sentences as NS)
+    features: dict[str, list[dict[str, float]]] = field(default_factory=dict)  # "human"/"model" → rows
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({b.topic for b in self.bios})
+
+
+def load_examples(data: str | Path, pages: dict[str, str], subjects=SUBJECTS) -> Examples:
+    bios = [b for s in subjects for b in load_subject(data, s) if b.responded and b.topic in pages and b.model_facts()]
+    human, model, share = [], [], []
+    for i, b in enumerate(bios):
+        for s in b.sentences or ():
+            if s.is_relevant:
+                human += [Fact(b.topic, f.text, i, f.label == "S") for f in s.human_facts if f.label in ("S", "NS")]
+        model += [Fact(b.topic, f, i, None) for f in b.model_facts()]
+        labels = human_fact_labels(b)
+        share.append(sum(labels) / len(labels))
+    return Examples(bios, human, model, share)
+
+
+def topic_folds(topics: list[str], k: int) -> dict[str, int]:
+    """Topic → fold, round-robin over topics sorted by their sha256."""
+    ordered = sorted(topics, key=lambda t: hashlib.sha256(t.encode("utf-8")).hexdigest())
+    return {t: i % k for i, t in enumerate(ordered)}
+
+
+def fact_positions(ex: Examples) -> dict[tuple[str, int], float]:
+    """(kind, index) → the fact's place among its bio's facts of that kind
+    (:func:`~fscore_lite.factscore.trained.relative_positions`, as in a scored response)."""
+    from ..factscore.trained import relative_positions
+
+    position: dict[tuple[str, int], float] = {}
+    for kind in ("human", "model"):
+        by_bio: dict[int, list[int]] = {}
+        for i, f in enumerate(getattr(ex, kind)):
+            by_bio.setdefault(f.bio, []).append(i)
+        for idx in by_bio.values():
+            position.update({(kind, i): p for i, p in zip(idx, relative_positions(len(idx)))})
+    return position
+
+
+def featurise(ex: Examples, retriever, verifier, progress=None, more=()) -> None:
+    """Fill ``ex.features`` with the verifier's inputs for every human and model fact.
+
+    ``more``: further (retriever, verifier) pairs with sessions of their own; the facts are then
+    dealt round-robin to one Python thread per pair (onnxruntime runs without the GIL). Each
+    fact is computed alone, exactly as ``score`` computes it, so the split changes no value."""
+    import threading
+
+    pool = [(retriever, verifier), *more]
+    jobs = [(kind, i, f) for kind in ("human", "model") for i, f in enumerate(getattr(ex, kind))]
+    position = fact_positions(ex)
+    out: dict[str, list] = {kind: [None] * len(getattr(ex, kind)) for kind in ("human", "model")}
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work(w: int) -> None:
+        r, v = pool[w]
+        try:
+            for kind, i, f in jobs[w::len(pool)]:
+                if errors:
+                    return
+                out[kind][i] = v.features(f.topic, f.text, r.retrieve(f.topic, f.text), position[(kind, i)])[0]
+                if progress:
+                    with lock:
+                        progress()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+            errors.append(e)
+
+    if len(pool) == 1:
+        work(0)
+    else:
+        threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(len(pool))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    ex.features.update(out)
+
+
+def use_recorded_scores(ex: Examples, bundle, entry) -> int:
+    """For a verifier whose cross-encoder was continued on its training facts (``--fact-stage``):
+    give each fact of a training topic the out-of-fold ``ce_*`` features the build recorded — the
+    scores of a model that did not train on that topic — in place of the installed model's, so
+    held-out figures stay honest. Returns how many facts got them; 0 for other verifiers. A
+    training topic's fact with no record is refused (its score would be in-sample)."""
+    from ..errors import FscoreError
+    from ..factscore.trained import CE_FEATURES
+
+    files = [f for f in entry.files if f.kind == OOF_KIND]
+    if not files:
+        return 0
+    with gzip.open(bundle.verify_file(files[0]), "rt", encoding="utf-8") as f:
+        recorded = {(d["topic"], d["fact"]): d for d in map(json.loads, f)}
+    trained = set(entry.extra.get("training", {}).get("topics", ()))
+    n = 0
+    for kind in ("human", "model"):
+        for fact, row in zip(getattr(ex, kind), ex.features[kind]):
+            rec = recorded.get((fact.topic, fact.text))
+            if rec is not None:
+                row.update({k: float(rec[k]) for k in CE_FEATURES})
+                n += 1
+            elif fact.topic in trained:
+                raise FscoreError(f"the cross-encoder of '{entry.name}' was trained on the facts of '{fact.topic}' and "
+                                  f"the build recorded no out-of-fold score for '{fact.text}': its held-out figures "
+                                  "would be optimistic")
+    return n
+
+
+def worker_pool(bundle, store, entry, cache, workers: int, k: int, window_tokens: int, passages: int,
+                embed_bundle=None):
+    """``workers`` (retriever, verifier) pairs over one store, each with 1-thread sessions of its own
+    (the store's embedder from ``embed_bundle``, default ``bundle``)."""
+    from ..backends.cross_encoder import CrossEncoder
+    from ..backends.embed import SentenceEmbedder
+    from ..backends.onnx_base import bundle_files
+    from ..factscore.retrieve import Retriever
+    from ..factscore.trained import TrainedVerifier
+
+    files = bundle_files(bundle, entry, "int8")
+    pool = []
+    for _ in range(max(1, workers)):
+        embedder = SentenceEmbedder.from_bundle(embed_bundle or bundle, store.embed_model, 1)
+        ce = CrossEncoder(files["weights"], files["tokenizer"], files.get("config"), name=entry.name,
+                          sha256=files["sha256"], threads=1, cache=cache, max_length=window_tokens)
+        pool.append((Retriever(store, embedder, k, False, cache), TrainedVerifier(ce, None, store, window_tokens, passages)))
+    return pool
