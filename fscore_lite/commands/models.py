@@ -121,21 +121,10 @@ def export(
     if role not in ROLES:
         raise FscoreError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
     settings = Settings().with_(models_dir=output, threads=threads)
-    entry = build_step.export_model(
-        role,
-        checkpoint_dir,
-        settings.models_dir,
-        name=name,
-        quantize=not no_quantize,
-        keep_fp32=keep_fp32,
-        license=license,
-        source=source,
-        gguf_type=gguf_type,
-        convert_script=convert_script,
-        per_channel=not per_tensor,
-        threads=settings.threads,
-        log=_log,
-    )
+    entry = build_step.export_model(role, checkpoint_dir, settings.models_dir, name=name, quantize=not no_quantize,
+                                    keep_fp32=keep_fp32, license=license, source=source, gguf_type=gguf_type,
+                                    convert_script=convert_script, per_channel=not per_tensor,
+                                    threads=settings.threads, log=_log)
     typer.echo(f"{entry.name}\t{entry.role}\t{entry.quantization}\t{entry.sha256[:12]}\t{settings.models_dir / entry.name}")
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import FscoreError
 from ..io import atomic_write_json, atomic_write_text
-from ..stats import mean
+from ..stats import bootstrap_ci, mean
 
 SYSTEMS = (("dodeca", "dodeca"), ("memnet", "MemNet"))
 LABELS = ("consistent", "inconsistent")
@@ -54,8 +54,6 @@ def is_inconsistent(score: float, threshold: float = THRESHOLD) -> bool:
 
 def classification(pairs: list[tuple[float, bool]], threshold: float = THRESHOLD) -> dict:
     """Accuracy and per-class precision/recall for (score, truly_consistent) pairs, in %."""
-    from ..stats import bootstrap_ci
-
     tp = fp = tn = fn = 0  # "positive" = predicted grounded (consistent)
     correct = []
     for score, consistent in pairs:
