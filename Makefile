@@ -7,7 +7,7 @@ export FSCORE_LITE_HOME ?= $(HOME)/.cache/fscore-lite
 DATA ?= ../shared/data
 THREADS ?= $(shell nproc)
 
-.PHONY: demo test bench dist install install-test models-demo models-test models-verifier demo-store clean
+.PHONY: demo test bench dist install install-test models-demo models-test models-verifier demo-store docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -79,6 +79,11 @@ dist: install-test
 .PHONY: dist-test
 dist-test: dist models-test
 	FSCORE_LITE_THREADS=1 $(BIN)/python -m pytest -q -m dist tests/test_dist.py
+
+# docs/CLI.md is the --help of every command (tests/test_docgen.py fails when it is stale).
+docs: $(VENV)/.runtime
+	$(BIN)/python -m fscore_lite.commands.docgen > docs/CLI.md.tmp
+	mv docs/CLI.md.tmp docs/CLI.md
 
 clean:
 	rm -rf build dist out .pytest_cache

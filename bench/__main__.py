@@ -42,6 +42,7 @@ SECTIONS = {  # name: title, in document order
 }
 DEFAULT = [s for s in SECTIONS]
 BEGIN, END = "<!-- bench:{} -->", "<!-- /bench:{} -->"
+HAND = "<!-- by hand: everything below is kept as it is by `make bench` -->"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -132,13 +133,16 @@ for {session_spin(2)} µs before they sleep (`{SPIN_ENV}`; `fscore_lite/backends
 
 
 def assemble(path: Path, new: dict[str, str], info: dict, command: str) -> str:
-    old = previous_sections(path.read_text(encoding="utf-8")) if path.exists() else {}
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    old = previous_sections(text)
     parts = [header(info, command)]
     for name, title in SECTIONS.items():
         body = new.get(name, old.get(name))
         if body is None:
             continue
         parts.append(f"{BEGIN.format(name)}\n{body}\n{END.format(name)}\n")
+    if HAND in text:  # measurements taken by hand: kept as written
+        parts.append(text[text.index(HAND):])
     return "\n".join(parts)
 
 
