@@ -13,6 +13,26 @@ HEADER = """# Command-line reference
 
 Generated from the `--help` of every command by `make docs`
 (`python -m fscore_lite.commands.docgen > docs/CLI.md`); do not edit by hand.
+
+At a glance:
+
+```sh
+fscore-lite score bios.jsonl -o out/bios.jsonl            # FActScore with the trained verifier (default)
+fscore-lite score bios.jsonl --verifier llm               # the reference's LM judge, parity prompts
+fscore-lite score bios.jsonl --verifier llm --mode shared-context   # LM judge, one context per response
+fscore-lite q2 responses.csv -o out/q2.jsonl              # Q² (CSV or JSONL with response, knowledge)
+fscore-lite report out/bios.jsonl -o report.html          # one self-contained HTML file
+fscore-lite kb build pages.jsonl -o STORE                 # passage store from JSONL / FActScore DB / TSV
+fscore-lite kb info STORE ; fscore-lite kb search STORE "query" --title "Page"
+fscore-lite models list | verify | install-default [1.5b 0.5b minilm]
+fscore-lite models export ROLE CHECKPOINT_DIR -o BUNDLE    # build step: HF checkpoint → int8 ONNX / GGUF
+fscore-lite models train verifier                         # build step: train the default verifier
+fscore-lite models train llm-combiner --llm NAME          # build step: fit --verifier llm+trained for that LLM
+fscore-lite meta-eval factscore-er --verifier trained --cv 5  # its error rate on held-out topics
+fscore-lite meta-eval q2 --limit 20
+fscore-lite cache info ; fscore-lite cache prune --older-than DAYS --model NAME
+fscore-lite doctor                                        # what is installed, what is missing
+```
 """
 
 
