@@ -7,7 +7,7 @@ export FSCORE_LITE_HOME ?= $(HOME)/.cache/fscore-lite
 DATA ?= ../shared/data
 THREADS ?= $(shell nproc)
 
-.PHONY: demo test bench dist install install-test models-demo models-test models-verifier demo-store clean
+.PHONY: demo test bench dist install install-test models-demo models-test models-verifier demo-store docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -70,15 +70,30 @@ test: install-test models-test models-verifier
 bench: install-test models-test models-demo models-verifier
 	$(BIN)/python -m bench --data $(DATA)
 
+# The stand-alone program: dist/fscore-lite, a launcher for the one-folder bundle dist/fscore-lite.d.
 dist: install-test
 	$(PIP) install -q "pyinstaller>=6"
 	$(BIN)/pyinstaller --noconfirm --clean --log-level WARN fscore-lite.spec
-	@ls -l dist/fscore-lite
+	@ls -l dist/fscore-lite && du -sh dist/fscore-lite.d
 
-# Build the single-file binary, then run it in a clean environment (tests/test_dist.py).
-.PHONY: dist-test
+# Build it and install it: PREFIX/lib/fscore-lite/ holds the bundle, PREFIX/bin/fscore-lite links its launcher.
+PREFIX ?= $(HOME)/.local
+dist-install: dist
+	rm -rf $(PREFIX)/lib/fscore-lite
+	mkdir -p $(PREFIX)/lib/fscore-lite $(PREFIX)/bin
+	cp -a dist/fscore-lite dist/fscore-lite.d $(PREFIX)/lib/fscore-lite/
+	ln -sfn $(PREFIX)/lib/fscore-lite/fscore-lite $(PREFIX)/bin/fscore-lite
+	@echo "installed: $(PREFIX)/bin/fscore-lite"
+
+# Build the stand-alone program, then run it in a clean environment (tests/test_dist.py).
+.PHONY: dist-install dist-test
 dist-test: dist models-test
 	FSCORE_LITE_THREADS=1 $(BIN)/python -m pytest -q -m dist tests/test_dist.py
+
+# docs/CLI.md is the --help of every command (tests/test_docgen.py fails when it is stale).
+docs: $(VENV)/.runtime
+	$(BIN)/python -m fscore_lite.commands.docgen > docs/CLI.md.tmp
+	mv docs/CLI.md.tmp docs/CLI.md
 
 clean:
 	rm -rf build dist out .pytest_cache

@@ -15,18 +15,39 @@ USER_OMP_WAIT_POLICY = _os.environ.get("OMP_WAIT_POLICY")
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .errors import FscoreError, InputError, ModelIntegrityError, ModelNotInstalled, StoreError
-from .manifest import Bundle
 from .settings import Settings
-from .store import Passage, PassageStore, open_store
-from .backends.embed import SentenceEmbedder
-from .factscore.pipeline import FactScorer, ScoreOptions, score_file
-from . import q2  # callable: fscore_lite.q2(input, out, settings) runs Q² on a file
 
 __version__ = "0.1.0"
 
+# Heavier names load on first use, so `fscore-lite --help` and light commands start fast.
+_LAZY = {
+    "Bundle": ".manifest",
+    "Passage": ".store",
+    "PassageStore": ".store",
+    "open_store": ".store",
+    "SentenceEmbedder": ".backends.embed",
+    "FactScorer": ".factscore.pipeline",
+    "ScoreOptions": ".factscore.pipeline",
+    "score_file": ".factscore.pipeline",
+}
 
-def load_bundle(settings: Settings | None = None) -> Bundle:
+
+def __getattr__(name: str):
+    import importlib
+
+    if name == "q2":  # callable: fscore_lite.q2(input, out, settings) runs Q² on a file
+        return importlib.import_module(".q2", __name__)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def load_bundle(settings: Settings | None = None):
     """The model bundle named by the settings (manifest + files)."""
+    from .manifest import Bundle
+
     return Bundle((settings or Settings()).models_dir)
 
 

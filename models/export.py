@@ -1,71 +1,11 @@
 """Export a local Hugging Face checkpoint into a model bundle: ONNX (int8) or GGUF.
 
-``export_model(role, checkpoint_dir, bundle_dir)`` writes ``BUNDLE/<name>/`` and records the
-model in ``BUNDLE/manifest.json`` (through :class:`fscore_lite.manifest.Bundle`), with the
-sha256 and size of every file. The folder is assembled next to the bundle and swapped in
-only when complete, so a failed export leaves an existing model of the same name intact.
+``export_model(role, checkpoint_dir, bundle_dir)`` writes ``BUNDLE/<name>/`` and records it in
+the manifest; the folder is swapped in only when complete. The roles, the file kinds runtime code
+asks for (``entry.file(kind)``) and the ``extra`` keys each role records: docs/MODELS.md.
 
-Roles and what they produce
----------------------------
-
-======  =====================================  ===============================================
-role    checkpoint                             graph(s)
-======  =====================================  ===============================================
-qg      T5ForConditionalGeneration             optimum-onnx ``text2text-generation-with-past``:
-                                               encoder, decoder, decoder with past (3 files)
-qa      *ForQuestionAnswering (SQuAD 2)        ``question-answering``: start_logits, end_logits
-nli     *ForSequenceClassification             ``text-classification``: logits
-embed   sentence encoder (BertModel...)        ``feature-extraction``: last_hidden_state
-mlm     *ForMaskedLM (NPM)                     own wrapper: logits **and** last_hidden_state
-llm     Qwen2/Llama/Mistral *ForCausalLM       GGUF through :mod:`models.gguf` (not ONNX)
-======  =====================================  ===============================================
-
-ONNX graphs are int8 dynamically quantized (:mod:`models.quantize`) unless ``quantize=False``;
-``keep_fp32=True`` keeps the fp32 graphs as well, under their own kinds.
-
-File kinds in the manifest (what runtime code asks for with ``entry.file(kind)``)
-------------------------------------------------------------------------------------
-
-* ``weights`` — the graph to run for qa, nli, embed, mlm (int8 unless exported with
-  ``--no-quantize``), or the ``.gguf`` file for llm. ``weights_fp32`` — the fp32 graph, present
-  only when quantized with ``keep_fp32``.
-* qg has no ``weights`` file; it has ``encoder``, ``decoder`` and ``decoder_with_past`` (and
-  ``encoder_fp32``, ``decoder_fp32``, ``decoder_with_past_fp32`` with ``keep_fp32``). The
-  runtime should run ``encoder`` once, then ``decoder`` for the first step (inputs
-  ``input_ids``, ``encoder_attention_mask``, ``encoder_hidden_states``; outputs ``logits`` and
-  ``present.{i}.{decoder,encoder}.{key,value}``), then ``decoder_with_past`` for every later
-  step, feeding each ``present.*`` back as ``past_key_values.*`` (the ``encoder`` ones from the
-  first step stay fixed; ``decoder_with_past`` returns only new ``decoder`` presents). The
-  separate decoders are kept rather than optimum's merged decoder (one graph with an ``If``
-  node) because they quantize cleanly and need no ``use_cache_branch`` input. The model's
-  identity (``entry.sha256``) is then the hash over all its files' hashes.
-* ``<kind>_data`` — the external-data side file of a graph over 2 GB (rare).
-* ``tokenizer`` (tokenizer.json, load with ``tokenizers.Tokenizer.from_file``),
-  ``tokenizer_config`` (tokenizer_config.json), ``special_tokens_map``, ``config``
-  (config.json), ``generation_config`` (generation_config.json, when the checkpoint has one).
-  The llm entry has ``weights`` and ``config`` only: the tokenizer lives inside the GGUF file.
-
-``extra`` keys
---------------
-
-* every ONNX role: ``model_type``, ``max_length`` (longest input in tokens), ``inputs`` and
-  ``outputs`` (the ONNX names of the main graph; for qg those of ``decoder_with_past``),
-  ``pad_token_id``; int8 graphs: ``quantization_scheme`` (``"per-channel"``, the default, or
-  ``"per-tensor"`` with ``per_channel=False`` / ``--per-tensor``).
-* qg: ``eos_token_id``, ``decoder_start_token_id``, ``num_decoder_layers``, ``num_heads``,
-  ``d_kv``, ``encoder_inputs``, ``decoder_inputs``, ``decoder_outputs``.
-* qa: ``cls_token_id`` (an argmax on this position means "no answer").
-* nli: ``id2label`` (``{"0": "CONTRADICTION", ...}`` as in config.json) and ``labels`` (the same,
-  as a list in logit order). Never assume the MNLI order; read these.
-* embed: ``pooling`` (``"mean"`` or ``"cls"``, from a sentence-transformers ``1_Pooling`` folder,
-  default mean), ``normalize`` (a ``Normalize`` module is listed), ``hidden_size``.
-* mlm: ``mask_token_id``, ``hidden_size``, ``vocab_size``; outputs are ``logits``
-  [batch, seq, vocab] and ``last_hidden_state`` [batch, seq, hidden] (the encoder output
-  before the LM head: NP's ``h``).
-* llm: ``model_type``, ``gguf_type``, ``context_length``, ``n_vocab``, ``tokenizer_pre``.
-
-Nothing here downloads: a checkpoint must already be a local folder. torch, transformers and
-optimum are imported inside the functions, so importing this module is cheap.
+Nothing here downloads. torch, transformers and optimum are imported inside the functions, so
+importing this module is cheap.
 """
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""The single-file binary (``make dist`` → ``dist/fscore-lite``) in a clean environment.
+"""The stand-alone binary (``make dist`` → the launcher ``dist/fscore-lite`` and its bundle
+``dist/fscore-lite.d``) in a clean environment.
 
-The binary runs with no Python on PATH and no PYTHONPATH: build a 2-page store, inspect it,
+The binary runs with no Python on PATH and no PYTHONPATH, also through a link from another
+folder (as ``make dist-install`` installs it): build a 2-page store, inspect it,
 verify the model bundle, score one item with one precomputed fact (0.5B model, 1 thread),
 run Q² on one short response with the LLM backend, and refuse ``models export`` with a clear
 message. Skipped when the binary has not been built (``make dist`` or ``make dist-test``).
@@ -18,7 +20,8 @@ from .conftest import EXAMPLES, REPO, TEST_LLM
 
 pytestmark = pytest.mark.dist
 
-BINARY = REPO / "dist" / "fscore-lite"
+BINARY = REPO / "dist" / "fscore-lite"  # the launcher
+BUNDLE_DIR = REPO / "dist" / "fscore-lite.d"
 EMBED = "all-minilm-l6-v2-int8"
 TOPIC = "Travis Oliphant"
 
@@ -37,7 +40,7 @@ def _clean_path() -> str:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory) -> dict:
     if not BINARY.exists():
-        pytest.skip(f"{BINARY} has not been built: run `make dist` (PyInstaller one-file build) first")
+        pytest.skip(f"{BINARY} has not been built: run `make dist` (PyInstaller one-folder build) first")
     from fscore_lite.manifest import Bundle
     from fscore_lite.settings import Settings
 
@@ -71,8 +74,8 @@ def env(tmp_path_factory) -> dict:
     }
 
 
-def run(env: dict, *args, cwd=None, timeout=900) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(BINARY), *map(str, args)], env=env, cwd=cwd, capture_output=True, text=True,
+def run(env: dict, *args, cwd=None, timeout=900, binary: Path = BINARY) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(binary), *map(str, args)], env=env, cwd=cwd, capture_output=True, text=True,
                           timeout=timeout)
     return proc
 
@@ -102,6 +105,19 @@ def test_help_and_list(env):
         assert command in out
     listed = _ok(run(env, "models", "list"))
     assert TEST_LLM in listed and EMBED in listed
+
+
+def test_launcher_through_a_link(env, tmp_path):
+    """Installed as `make dist-install` does it: a link in a bin folder to the launcher beside its bundle."""
+    assert (BUNDLE_DIR / "fscore-lite").is_file()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "fscore-lite").symlink_to(BINARY)
+    out = _ok(run(env, "models", "list", cwd=tmp_path, binary=bin_dir / "fscore-lite"))
+    assert TEST_LLM in out
+    # the launcher passes arguments through unchanged, spaces included
+    proc = run(env, "kb", "info", tmp_path / "no such store", cwd=tmp_path, binary=bin_dir / "fscore-lite")
+    assert proc.returncode == 2 and "no such store" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_kb_info(env, store):
@@ -156,5 +172,5 @@ def test_q2_llm_backend(env, tmp_path):
 def test_models_export_refused(env, tmp_path):
     proc = run(env, "models", "export", "qa", tmp_path)
     assert proc.returncode == 2
-    assert "not available in the single-file binary" in proc.stderr
+    assert "not available in the stand-alone binary" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -2,17 +2,10 @@
 
 CPU provider, ``threads`` intra-op threads, sequential execution, all graph optimisations.
 
-Between the operators of one call, a session with more than one thread hands each operator's
-blocks to its worker threads. A worker that sleeps as soon as it runs out of work must be woken
-for the next operator, and Q²'s calls are hundreds of small operators (a decoder step over a few
-beams): with passive waiting, 2 threads were barely faster than 1. Workers therefore spin for a
-short, bounded time before they sleep (:data:`DEFAULT_SPIN_US`, onnxruntime's
-``session.intra_op.spin_duration_us``): on the Q² benchmark's models at 2 threads that took 15%
-off a response's time (0.75 s against 0.88 s, ``docs/BENCHMARKS.md``). The price is paid when another process keeps
-the cores busy: with one core taken by a busy loop the same response took about a quarter
-longer than with passive waiting. ``FSCORE_LITE_ONNX_SPIN_US=0`` turns spinning off (for machines shared
-with busy jobs; ``--threads 1`` has no workers to wait at all). Spinning changes when work is
-picked up, never how it is split: outputs are the same bytes either way (tested).
+Q²'s calls are hundreds of small operators, and a worker thread that sleeps at once must be woken
+for each one, so workers spin briefly before they sleep (:data:`DEFAULT_SPIN_US`, onnxruntime's
+``session.intra_op.spin_duration_us``); on cores other jobs keep busy that costs instead, hence
+``FSCORE_LITE_ONNX_SPIN_US=0``. Measured: docs/BENCHMARKS.md. Outputs are the same bytes either way (tested).
 """
 from __future__ import annotations
 
@@ -21,7 +14,7 @@ from pathlib import Path
 from ..settings import env_int
 
 SPIN_ENV = "FSCORE_LITE_ONNX_SPIN_US"
-DEFAULT_SPIN_US = 50  # 30-300 µs all gave the same gain here; the shortest wait that does
+DEFAULT_SPIN_US = 50  # the shortest wait that gave the full gain (docs/BENCHMARKS.md)
 
 
 def spin_microseconds() -> int:

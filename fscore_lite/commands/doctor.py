@@ -9,7 +9,6 @@ from .common import human_size
 
 import json
 import platform
-from importlib import metadata
 from pathlib import Path
 
 import typer
@@ -26,6 +25,8 @@ OPTIONAL = {"spacy": "Q² answer candidates (pip install -e '.[q2]')",
 
 
 def _version(name: str) -> str | None:
+    from importlib import metadata  # here, not at import: it is slow to load and --help never needs it
+
     for n in (name, name.replace("_", "-"), name.replace("-", "_")):
         try:
             return metadata.version(n)

@@ -23,8 +23,8 @@ class SnliConfig:
     epochs: float = 1.0
     batch_size: int = 64
     lr: float = 1.6e-4
-    # dropout in the encoder and head; 0 since recipe 4: one epoch does not overfit, and with
-    # dropout the 50,000-pair stage was slower (random masks) and less accurate (81.60% vs 82.44%)
+    # dropout in the encoder and head; 0 since recipe 4: one epoch does not overfit, and drawing
+    # the masks was slow (docs/BENCHMARKS.md, recipe 4 against recipe 3)
     dropout: float = 0.0
     test_pairs: int = 10_000  # the full SNLI test set
 
@@ -63,8 +63,8 @@ def batches_by_length(examples, tokenizer, batch_size: int, seed: int, epochs: f
 
 
 def new_model(checkpoint: Path, dropout: float = 0.0):
-    """MiniLM with a new 3-label head. Eager attention: on the CPU, torch's fused attention
-    (``sdpa``) took 2.3× as long for the backward pass of these short pairs (2 threads, bf16)."""
+    """MiniLM with a new 3-label head. Eager attention: on the CPU torch's fused attention (``sdpa``)
+    was slower for the backward pass of these short pairs (docs/BENCHMARKS.md, recipe 4)."""
     from transformers import BertForSequenceClassification
 
     return BertForSequenceClassification.from_pretrained(

@@ -4,14 +4,13 @@ Batches are made from pairs with the runtime's own pair encoding
 (:func:`fscore_lite.backends.cross_encoder.encode_pairs`), so the ids the model learns from are
 the ids the exported graph is fed. The word-embedding matrix is frozen (most of MiniLM's
 parameters; updating it costs time and helps little). On CPUs with bfloat16 matrix units
-(AMX / AVX512-BF16) the forward and backward passes run under bfloat16 autocast — about 3×
-faster here; master weights stay fp32. AdamW runs fused where torch has the kernel. Same machine,
-seed and inputs → same weights.
+(AMX / AVX512-BF16) the forward and backward passes run under bfloat16 autocast, much faster;
+master weights stay fp32. AdamW runs fused where torch has the kernel. Same machine, seed and
+inputs → same weights.
 
-torch is loaded by :func:`load_torch`, with libgomp's own bounded spin-wait (about 3 ms) between
-parallel regions rather than the runtime's passive waiting: a training step is hundreds of short
-parallel regions, and waking sleeping threads for each one cost a third of the time here
-(stage 1 at 88 against 116 SNLI pairs/s, 2 threads).
+torch is loaded by :func:`load_torch`, with libgomp's own bounded spin-wait between parallel
+regions rather than the runtime's passive waiting: a training step is hundreds of short parallel
+regions, and waking sleeping threads for each one is slow (measured: docs/BENCHMARKS.md).
 """
 from __future__ import annotations
 
