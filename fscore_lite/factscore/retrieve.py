@@ -54,7 +54,7 @@ class Retriever:
     def _page(self, topic: str) -> tuple[list[Passage], np.ndarray]:
         if topic not in self._pages:
             passages = self.store.page_passages(topic)
-            self._pages[topic] = (passages, self.store.page_vectors(topic))
+            self._pages[topic] = (passages, self.store.page_vectors(topic, self.embedder))
             for p in passages:
                 self._by_id[p.id] = p
         return self._pages[topic]
