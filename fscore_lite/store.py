@@ -240,7 +240,7 @@ class PassageStore:
         self.embed_model: str = self.meta["embed_model"]
         self.embed_sha256: str = self.meta["embed_sha256"]
         self.dim: int = int(self.meta["dim"])
-        self.lazy: bool = self.meta.get("vectors") == "lazy"  # built without --embed
+        self.lazy: bool = manifest["schema_version"] == LAZY_SCHEMA_VERSION  # built without --embed
         self.embed_batch_size = int(self.meta.get("embed_batch_size", DEFAULT_BATCH))
         self._hnsw = None
         self._vector_file = None

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from fscore_lite.errors import InputError
+from fscore_lite.errors import FscoreError, InputError
 
 DISAMBIGUATION = re.compile(
     r"\{\{\s*(disambiguation|disambig|dab|disamb|hndis|geodis|numberdis|mathdab|schooldis|"
@@ -57,6 +57,16 @@ class _Counting:
         self.f.close()
 
 
+def _require(module: str):
+    """The dump libraries are an extra: say how to install them rather than fail on an import."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise FscoreError(f"reading MediaWiki dumps needs {module}: pip install 'fscore-lite[wiki]'") from None
+
+
 def is_mediawiki_dump(path: Path, head: bytes) -> bool:
     """A ``.xml`` or ``.xml.bz2`` file whose XML starts with ``<mediawiki``."""
     if head.startswith(b"BZh"):
@@ -82,8 +92,7 @@ def read_mediawiki(path: str | Path, position: list[int] | None = None):
     """
     from .sources import SourcePage
 
-    import mwxml
-
+    mwxml = _require("mwxml")
     path = Path(path)
     if not path.exists():
         raise InputError(path, None, "file not found")
@@ -135,7 +144,7 @@ def wikitext_to_text(wikitext: str) -> str:
     Templates, references, tables, comments, files, categories and interlanguage links are
     dropped; links keep their label; bold and italic keep their text; list items their text.
     """
-    import mwparserfromhell
+    mwparserfromhell = _require("mwparserfromhell")
     from mwparserfromhell.nodes import Comment, Heading, Tag, Template, Wikilink
 
     out: list[str] = []

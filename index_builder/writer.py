@@ -172,7 +172,7 @@ class StoreWriter:
     def finish(self, meta: dict[str, object]) -> dict:
         """Resolve redirects, index the text (and vectors), write meta and the manifest, publish."""
         schema = SCHEMA_VERSION if self.vectors else LAZY_SCHEMA_VERSION
-        meta = {"schema_version": schema, **meta}
+        meta = {"schema_version": schema, "vectors": "all" if self.vectors else "lazy", **meta}
         db = self.db
         db.execute("DELETE FROM meta WHERE key = ?", (CHECKPOINT_KEY,))
         db.execute("COMMIT")
@@ -190,12 +190,16 @@ class StoreWriter:
         db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()])
         db.execute("INSERT INTO passages_fts (passages_fts) VALUES ('optimize')")
         db.execute("COMMIT")
-        db.execute("VACUUM")
-        names = [DB_NAME]
         if self.hnsw:
             self._write_hnsw(self.tmp / HNSW_NAME)
-            names.append(HNSW_NAME)
+        # a fresh file, written in key order: its bytes hold the content, not the history of commits
+        # and resumes (an in-place VACUUM keeps the old file's change counter)
+        compact = self.tmp / (DB_NAME + ".compact")
+        compact.unlink(missing_ok=True)
+        db.execute("VACUUM INTO ?", (str(compact),))
         db.close()
+        os.replace(compact, self.tmp / DB_NAME)
+        names = [DB_NAME] + ([HNSW_NAME] if self.hnsw else [])
         files = {}
         for name in names:
             p = self.tmp / name
