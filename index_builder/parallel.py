@@ -20,8 +20,22 @@ from .sources import SourcePage
 BATCH_PAGES = 64
 
 
+class _LastEncoding:
+    """A tokenizer that remembers its last encoding: chunking counts a unit's tokens, then, when it
+    overflows, asks for the same unit's offsets; this tokenizes it once."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.text, self.enc = tokenizer, None, None
+
+    def encode(self, text: str):
+        if text != self.text:
+            self.text, self.enc = text, self.tokenizer.encode(text)
+        return self.enc
+
+
 class TokenCounter:
-    """The embedder's tokenizer alone (all that chunking needs), rebuilt in a worker from its JSON."""
+    """The embedder's tokenizer alone (all that chunking needs), rebuilt in a worker from its JSON;
+    counts and offsets are the embedder's own (its methods, over the same tokenizer)."""
 
     count_tokens = SentenceEmbedder.count_tokens
     token_spans = SentenceEmbedder.token_spans
@@ -29,9 +43,10 @@ class TokenCounter:
     def __init__(self, tokenizer_json: str):
         from tokenizers import Tokenizer
 
-        self.tokenizer = Tokenizer.from_str(tokenizer_json)
-        self.tokenizer.no_truncation()
-        self.tokenizer.no_padding()
+        tokenizer = Tokenizer.from_str(tokenizer_json)
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        self.tokenizer = _LastEncoding(tokenizer)
 
 
 def page_passages(page: SourcePage, tok, rule: str) -> list[str] | None:
@@ -61,8 +76,9 @@ def prepared_pages(pages: Iterable[SourcePage], tok: SentenceEmbedder, rule: str
                    workers: int = 0) -> Iterator[tuple[SourcePage, list[str] | None]]:
     """``(page, passages)`` in source order; ``workers`` > 0 chunks in that many processes."""
     if workers <= 0:
+        counter = TokenCounter(tok.tokenizer.to_str())
         for page in pages:
-            yield page, page_passages(page, tok, rule)
+            yield page, page_passages(page, counter, rule)
         return
     ctx = multiprocessing.get_context("spawn")  # no fork of a process holding ONNX Runtime threads
     with ctx.Pool(workers, initializer=_init, initargs=(tok.tokenizer.to_str(), rule)) as pool:
