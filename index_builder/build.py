@@ -50,6 +50,7 @@ class BuildStats:
     store_sha256: str = ""
     path: str = ""
     up_to_date: bool = False  # the existing store already matched; nothing was built
+    vectors: str = ""  # "all" (--embed) or "lazy" (embedded at first retrieval)
 
     @property
     def passages_per_second(self) -> float:
@@ -67,6 +68,7 @@ class BuildStats:
             "embed_seconds": round(self.embed_seconds, 2),
             "passages_per_second": round(self.passages_per_second, 2),
             "up_to_date": self.up_to_date,
+            "vectors": self.vectors,
         }
 
 
@@ -163,7 +165,7 @@ def build_store(
     if fmt not in CHUNKED_FORMATS:
         workers = 0  # passages are kept as given: nothing to farm out
 
-    stats = BuildStats(path=str(output))
+    stats = BuildStats(path=str(output), vectors="all" if embed else "lazy")
     t0 = time.monotonic()
     writer = StoreWriter(output, embedder.dim, overwrite=overwrite or resume, threads=1, hnsw=hnsw,
                          vectors=embed, resume=resume)
@@ -276,4 +278,5 @@ def _existing_store(path: Path, wanted: dict[str, str], hnsw: bool = False) -> B
         store_sha256=info["store_sha256"],
         path=str(path),
         up_to_date=True,
+        vectors=info["vectors"],
     )
