@@ -237,6 +237,8 @@ def build_store(
         manifest = writer.finish(meta)
     except (KeyboardInterrupt, SystemExit):
         writer.abort(keep=True)  # what was committed stays for --resume
+        prog.note(f"kb build: interrupted; the same command with --resume continues from the last commit "
+                  f"({writer.tmp})")
         raise
     except BaseException:
         writer.abort()
