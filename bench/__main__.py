@@ -38,6 +38,7 @@ SECTIONS = {  # name: title, in document order
     "llm_runtime": "FActScore verification: llama.cpp Q4_K_M vs transformers fp32",
     "int8_fp32": "int8 vs fp32 agreement",
     "store": "Passage store: build, retrieval latency, HNSW at scale, peak RSS",
+    "wiki": "Wikipedia-scale kb build (no vectors) and the first score of a topic",
     "dist": "Stand-alone binary: size and start-up",
 }
 DEFAULT = [s for s in SECTIONS]
@@ -55,6 +56,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=REPO / "docs" / "BENCHMARKS.md", help="markdown file to update")
     p.add_argument("--passages", type=int, default=1_000_000, help="size of the synthetic HNSW store")
     p.add_argument("--fresh", action="store_true", help="rebuild the cached synthetic store")
+    p.add_argument("--wiki-pages", type=int, default=200_000, help="pages of the synthetic Wikipedia (wiki section)")
+    p.add_argument("--wiki-dump-pages", type=int, default=20_000,
+                   help="of which this many are built from the XML dump (wikitext parsing is the slow path)")
     p.add_argument("--llm-models", default="", help="llm_runtime models (0.5b, 1.5b or bundle names); "
                                                     "default 0.5b,1.5b (quick: 0.5b)")
     p.add_argument("--prompts", type=int, default=10, help="verification prompts for llm_runtime")

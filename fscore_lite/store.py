@@ -6,6 +6,8 @@ Layout of a store folder::
     hnsw.bin       optional (``kb build --hnsw``): hnswlib index over all passage vectors
                    (space 'ip', labels = passage ids), used only by store-wide search (--search-all)
     manifest.json  sha256 and size of each file, and store_sha256 naming the whole store
+    vectors.sqlite not part of the store: page vectors embedded at first retrieval for a store
+                   built without ``--embed`` (schema 2, meta ``vectors = lazy``; see page_vectors.py)
 
 Passage texts keep FActScore's knowledge-DB layout (sentences wrapped in ``<s>...</s>``).
 A page's passages have consecutive ids in ordinal order, and its vectors are one float32
@@ -27,9 +29,12 @@ from pathlib import Path
 import numpy as np
 
 from .errors import StoreError
+from .page_vectors import DEFAULT_BATCH, VectorFile, embed_page, page_key, side_file
 from .stamps import verified_sha256
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 1  # a store with every page's vectors (`kb build --embed`)
+LAZY_SCHEMA_VERSION = 2  # page_vectors empty: vectors are embedded when a page is first retrieved
+SCHEMA_VERSIONS = (SCHEMA_VERSION, LAZY_SCHEMA_VERSION)
 DB_NAME = "store.sqlite"
 HNSW_NAME = "hnsw.bin"
 MANIFEST_NAME = "manifest.json"
@@ -153,10 +158,10 @@ def _read_manifest(root: Path) -> dict:
             raise TypeError
     except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
         raise StoreError(f"{mpath} is malformed: expected JSON with 'files' and 'store_sha256'") from None
-    if manifest.get("schema_version") != SCHEMA_VERSION:
+    if manifest.get("schema_version") not in SCHEMA_VERSIONS:
         raise StoreError(
             f"{root} has store schema {manifest.get('schema_version')!r}; this fscore-lite reads "
-            f"schema {SCHEMA_VERSION}. Rebuild the store with `fscore-lite kb build`."
+            f"schemas {', '.join(map(str, SCHEMA_VERSIONS))}. Rebuild the store with `fscore-lite kb build`."
         )
     for name in REQUIRED_FILES:
         if name not in files:
@@ -228,13 +233,17 @@ class PassageStore:
         if lacking:
             self._db.close()
             raise StoreError(f"{db} lacks the meta keys {', '.join(lacking)}")
-        if self.meta["schema_version"] != str(SCHEMA_VERSION):
+        if self.meta["schema_version"] != str(manifest["schema_version"]):
             self._db.close()
-            raise StoreError(f"{db} has schema {self.meta['schema_version']}, expected {SCHEMA_VERSION}")
+            raise StoreError(f"{db} has schema {self.meta['schema_version']}, its manifest says "
+                             f"{manifest['schema_version']}: the store is damaged; rebuild it")
         self.embed_model: str = self.meta["embed_model"]
         self.embed_sha256: str = self.meta["embed_sha256"]
         self.dim: int = int(self.meta["dim"])
+        self.lazy: bool = manifest["schema_version"] == LAZY_SCHEMA_VERSION  # built without --embed
+        self.embed_batch_size = int(self.meta.get("embed_batch_size", DEFAULT_BATCH))
         self._hnsw = None
+        self._vector_file = None
 
     @property
     def has_hnsw(self) -> bool:
@@ -248,6 +257,9 @@ class PassageStore:
                 self._db.close()
                 self._db = None
             self._hnsw = None
+            if self._vector_file is not None:
+                self._vector_file.close()
+                self._vector_file = None
 
     def __enter__(self) -> "PassageStore":
         return self
@@ -314,16 +326,44 @@ class PassageStore:
         rows = self._q("SELECT id, ordinal, text FROM passages WHERE page_id = ? ORDER BY ordinal", (page[0],))
         return [Passage(id=r[0], title=page[1], text=r[2], ordinal=r[1]) for r in rows]
 
-    def page_vectors(self, title: str) -> np.ndarray:
-        """float32 ``(n, dim)``, row i belonging to ``page_passages(title)[i]``."""
+    def page_vectors(self, title: str, embedder=None) -> np.ndarray:
+        """float32 ``(n, dim)``, row i belonging to ``page_passages(title)[i]``.
+
+        A store built without vectors (``lazy``) needs ``embedder``: the page is embedded the
+        first time and its vectors kept in the side file (:mod:`fscore_lite.page_vectors`)."""
         page = self._page(title)
         if page is None:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.lazy:
+            return self._lazy_vectors(page, embedder)
         row = self._q("SELECT dim, vectors FROM page_vectors WHERE page_id = ?", (page[0],))
         if not row:
             return np.zeros((0, self.dim), dtype=np.float32)
         dim, blob = row[0]
         return np.frombuffer(blob, dtype="<f4").reshape(-1, dim).astype(np.float32, copy=True)
+
+    def vector_file(self) -> VectorFile:
+        with self._lock:
+            if self._vector_file is None:
+                self._vector_file = VectorFile(side_file(self.path, self.sha256))
+            return self._vector_file
+
+    def _lazy_vectors(self, page: tuple[int, str], embedder) -> np.ndarray:
+        rows = self._q("SELECT text FROM passages WHERE page_id = ? ORDER BY ordinal", (page[0],))
+        texts = [passage_embedding_text(page[1], r[0]) for r in rows]
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        key = page_key(self.embed_sha256, self.embed_batch_size, texts)
+        vf = self.vector_file()
+        found = vf.get(key)
+        if found is None:
+            if embedder is None:
+                raise StoreError(f"the store {self.path} was built without vectors: embedding the page "
+                                 f"{page[1]!r} needs the store's model {self.embed_model}")
+            self.check_embedder(embedder)
+            found = embed_page(embedder, texts, self.embed_batch_size)
+            vf.put(key, found)
+        return found
 
     def passages_by_id(self, ids: list[int]) -> dict[int, Passage]:
         out: dict[int, Passage] = {}
@@ -348,7 +388,7 @@ class PassageStore:
                         f"the passage store {self.path} has no HNSW index ({HNSW_NAME}), which store-wide "
                         "search (--search-all, `kb search` without --title) needs; topic-restricted retrieval "
                         "works without it. Add it by rebuilding the store with "
-                        f"`fscore-lite kb build SOURCE -o {self.path} --hnsw --force`"
+                        f"`fscore-lite kb build SOURCE -o {self.path} --embed --hnsw --force`"
                     )
                 import hnswlib
 
@@ -428,8 +468,9 @@ class PassageStore:
         return {
             "path": str(self.path),
             "store_sha256": self.sha256,
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": self.manifest["schema_version"],
             **counts,
+            "vectors": "lazy" if self.lazy else "all",
             "dim": self.dim,
             "embed_model": self.embed_model,
             "embed_sha256": self.embed_sha256,

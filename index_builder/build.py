@@ -1,8 +1,11 @@
-"""``kb build``: read a source, chunk its pages, embed the passages, write the store.
+"""``kb build``: read a source, chunk its pages, (embed the passages,) write the store.
 
-Pages stream through: passages are embedded in batches of about ``flush_passages`` (sorted by
-length inside the embedder), written with their page and, with ``hnsw=True`` (``--hnsw``), added to
-the HNSW index, so memory stays flat for large sources. Progress goes to stderr.
+Pages stream through: the main process reads the source and is the one SQLite writer, worker
+processes parse and chunk text (:mod:`.parallel`), commits come every ``commit_pages`` source
+pages with a checkpoint for ``--resume``, so memory stays flat for a whole Wikipedia dump.
+Without ``embed`` (the ``kb build`` default) no vectors are written: a page is embedded the
+first time a run retrieves from it, with the bytes ``embed`` would have written (each page is
+embedded on its own, by :func:`fscore_lite.page_vectors.embed_page`). Progress goes to stderr.
 
 The HNSW index is opt-in: FActScore's retrieval ranks the topic page's vectors exactly (from
 SQLite), and only store-wide search (``score --search-all``) needs it. The same input, model and
@@ -10,10 +13,14 @@ settings give the same store bytes (embedding may use many threads; HNSW inserti
 """
 from __future__ import annotations
 
+import itertools
+import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 import fscore_lite
 from fscore_lite.backends.embed import SentenceEmbedder
@@ -21,10 +28,12 @@ from fscore_lite.errors import FscoreError, InputError
 from fscore_lite.manifest import Bundle, sha256_file
 from fscore_lite.progress import Progress
 from fscore_lite.settings import DEFAULT_EMBED, Settings
+from fscore_lite.page_vectors import DEFAULT_BATCH, embed_page
 from fscore_lite.store import passage_embedding_text
 
 from .chunking import MAX_TOKENS, RULE_DESCRIPTIONS, RULES, chunk_page
-from .sources import FORMATS, SourcePage, detect_format, read_pages
+from .parallel import prepared_pages
+from .sources import CHUNKED_FORMATS, FORMATS, detect_format, read_pages
 from .writer import HNSW_EF_CONSTRUCTION, HNSW_M, HNSW_SEED, StoreWriter
 
 EMBED_TEXT_RULE = 'title + " " + text with <s>/</s> removed (FActScore retrieval)'
@@ -41,6 +50,7 @@ class BuildStats:
     store_sha256: str = ""
     path: str = ""
     up_to_date: bool = False  # the existing store already matched; nothing was built
+    vectors: str = ""  # "all" (--embed) or "lazy" (embedded at first retrieval)
 
     @property
     def passages_per_second(self) -> float:
@@ -58,6 +68,7 @@ class BuildStats:
             "embed_seconds": round(self.embed_seconds, 2),
             "passages_per_second": round(self.passages_per_second, 2),
             "up_to_date": self.up_to_date,
+            "vectors": self.vectors,
         }
 
 
@@ -73,11 +84,15 @@ class _Progress:
             sys.stderr.write(line + "\n")
             sys.stderr.flush()
 
-    def update(self, pages: int, passages: int, final: bool = False) -> None:
+    def update(self, pages: int, passages: int, position: list[int] | None = None, final: bool = False) -> None:
+        """``position`` (``[read, total]`` of the source) gives an estimated page total, hence an ETA."""
+        if position and position[0] > 0 and position[1] > 0 and not final:
+            self.bar.total = max(pages, int(pages * position[1] / position[0]))
         self.bar.set_counts("passages", passages)
         if pages > self.bar.done:
             self.bar.advance(pages - self.bar.done)
         if final:
+            self.bar.total = self.bar.done
             self.bar.close()
 
 
@@ -92,17 +107,25 @@ def build_store(
     models_dir: str | Path | None = None,
     embed_name: str = DEFAULT_EMBED,
     chunking: str = "reference",
-    batch_size: int = 32,
-    flush_passages: int = 256,
+    batch_size: int = DEFAULT_BATCH,
     overwrite: bool = False,
     progress: bool = True,
     embedder: SentenceEmbedder | None = None,
     hnsw: bool = False,
+    embed: bool = True,
+    resume: bool = False,
+    workers: int | None = None,
+    commit_pages: int = 20_000,
 ) -> BuildStats:
-    """Build a passage store at ``output`` from a FActScore DB, a TSV or a JSONL file.
+    """Build a passage store at ``output`` from a FActScore DB, a TSV, a JSONL file or a MediaWiki dump.
 
-    ``hnsw``: also build the HNSW index over all passages, which store-wide search needs.
+    ``embed``: embed every passage now (``kb build --embed``); otherwise the store holds text
+    only and a page is embedded the first time a run retrieves from it (:mod:`fscore_lite.page_vectors`).
+    ``hnsw``: also build the HNSW index over all passages, which store-wide search needs (needs ``embed``).
     ``threads``: embedding threads (the HNSW index is always built with one, for reproducibility).
+    ``resume``: continue an interrupted build of the same input and settings (same bytes as one run).
+    ``workers``: chunking processes for text sources (default: the CPUs but one; 0 = in this process).
+    ``commit_pages``: source pages between commits (how much a kill loses).
     """
     source = Path(source)
     prog = _Progress(progress)
@@ -110,6 +133,8 @@ def build_store(
         raise InputError(source, None, f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     if chunking not in RULES:
         raise InputError(source, None, f"unknown chunking rule {chunking!r}; choose from {', '.join(RULES)}")
+    if hnsw and not embed:
+        raise FscoreError("--hnsw (store-wide search) needs every passage's vector: add --embed")
     fmt = detect_format(source) if fmt == "auto" else fmt
     settings = Settings().with_(threads=threads, models_dir=Path(models_dir) if models_dir else None)
     input_sha = sha256_file(source)
@@ -118,65 +143,76 @@ def build_store(
         "snapshot": snapshot or "",
         "input_format": fmt,
         "input_sha256": input_sha,
-        "chunking_rule": chunking if fmt == "jsonl" else "as-is",
+        "chunking_rule": chunking if fmt in CHUNKED_FORMATS else "as-is",
+        "vectors": "all" if embed else "lazy",
+        "embed_batch_size": batch_size,
     }
-    if not overwrite:
+    if not overwrite and not resume:
         embed_sha = embedder.sha256 if embedder else Bundle(settings.models_dir).get(embed_name).sha256
         done = _existing_store(Path(output), {**wanted, "embed_sha256": embed_sha}, hnsw)
         if done == "no-hnsw":
             raise FscoreError(
-                f"{output} was built from the same input without an HNSW index; pass --force (with --hnsw) "
-                "to rebuild it with one"
+                f"{output} was built from the same input without an HNSW index; pass --force (with --embed "
+                "--hnsw) to rebuild it with one"
             )
         if done is not None:
             prog.note(f"kb build: {output} is up to date (same input, model and settings); --force rebuilds it")
             return done
     if embedder is None:
         embedder = SentenceEmbedder.from_bundle(Bundle(settings.models_dir), embed_name, settings.threads)
-    pages = read_pages(source, fmt)  # a generator: errors surface while iterating
+    if workers is None:
+        workers = max(0, min((os.cpu_count() or 1) - 1, 8))
+    if fmt not in CHUNKED_FORMATS:
+        workers = 0  # passages are kept as given: nothing to farm out
 
-    stats = BuildStats(path=str(output))
+    stats = BuildStats(path=str(output), vectors="all" if embed else "lazy")
     t0 = time.monotonic()
-    writer = StoreWriter(output, embedder.dim, overwrite=overwrite, threads=1, hnsw=hnsw)
-    pending: list[tuple[SourcePage, list[str]]] = []
-    pending_n = 0
-    seen: set[str] = set()
+    writer = StoreWriter(output, embedder.dim, overwrite=overwrite or resume, threads=1, hnsw=hnsw,
+                         vectors=embed, resume=resume)
+    state = writer.checkpoint_state
+    identity = {**wanted, "embed_sha256": embedder.sha256}
+    if state and state.get("identity") != identity:
+        writer.abort(keep=True)
+        raise FscoreError(f"the interrupted build beside {output} was of another input or other settings; "
+                          "run without --resume to start over")
+    consumed = int(state.get("consumed", 0))
+    stats.duplicate_titles = int(state.get("duplicates", 0))
+    if consumed:
+        prog.note(f"kb build: resuming after {consumed} source pages ({writer.page_count} pages written)")
+        prog.bar.skip(writer.page_count)
+    position: list[int] = []
+    pages = itertools.islice(read_pages(source, fmt, position), consumed, None)
 
-    def flush() -> None:
-        nonlocal pending, pending_n
-        if not pending:
-            return
-        texts = [passage_embedding_text(p.title, t) for p, psgs in pending for t in psgs]
-        e0 = time.monotonic()
-        vectors = embedder.encode(texts, batch_size=batch_size)
-        stats.embed_seconds += time.monotonic() - e0
-        row = 0
-        for page, psgs in pending:
-            writer.add_page(page.title, psgs, vectors[row : row + len(psgs)], page.aliases)
-            row += len(psgs)
-        stats.pages = writer.page_count
-        stats.passages = writer.passage_count
-        pending, pending_n = [], 0
-        prog.update(stats.pages, stats.passages)
+    def save() -> None:
+        writer.checkpoint({"identity": identity, "consumed": consumed, "duplicates": stats.duplicate_titles})
 
     try:
-        for page in pages:
-            if page.title in seen:  # first wins, as in FActScore's build_db
+        for page, psgs in prepared_pages(pages, embedder, chunking, workers):
+            consumed += 1
+            if psgs is None:
+                writer.add_redirect(page.title, page.redirect)
+            elif writer.has_title(page.title):  # first wins, as in FActScore's build_db
                 stats.duplicate_titles += 1
-                continue
-            seen.add(page.title)
-            if page.passages is not None:
-                psgs = list(page.passages)
             else:
-                psgs = chunk_page(page.title, page.text or "", embedder, chunking, MAX_TOKENS)
-            pending.append((page, psgs))
-            pending_n += len(psgs)
-            if pending_n >= flush_passages:
-                flush()
-        flush()
+                vectors = None
+                if embed and psgs:
+                    e0 = time.monotonic()
+                    vectors = embed_page(embedder, [passage_embedding_text(page.title, t) for t in psgs], batch_size)
+                    stats.embed_seconds += time.monotonic() - e0
+                elif embed:
+                    vectors = np.zeros((0, embedder.dim), dtype=np.float32)
+                writer.add_page(page.title, psgs, vectors, page.aliases)
+            if consumed % commit_pages == 0:
+                save()
+            if consumed % 500 == 0:
+                prog.update(writer.page_count, writer.passage_count, position)
+        save()
         if writer.page_count == 0:
             raise InputError(source, None, "no pages found")
-        stats.aliases = writer.alias_count
+        prog.update(writer.page_count, writer.passage_count, position)
+        prog.note(f"kb build: indexing {writer.passage_count} passages for full-text search"
+                  + (" and HNSW" if hnsw else "") + ", then compacting")
+        stats.pages, stats.passages = writer.page_count, writer.passage_count
         meta = {
             **wanted,
             "input_file": source.name,
@@ -185,7 +221,7 @@ def build_store(
             "dim": embedder.dim,
             "embed_text": EMBED_TEXT_RULE,
             "chunking": RULE_DESCRIPTIONS[chunking]
-            if fmt == "jsonl"
+            if fmt in CHUNKED_FORMATS
             else "passages kept as in the source (FActScore knowledge-DB layout, split on ####SPECIAL####SEPARATOR####)",
             "max_tokens": MAX_TOKENS,
             "page_count": writer.page_count,
@@ -199,9 +235,15 @@ def build_store(
             "builder": f"fscore-lite {fscore_lite.__version__}",
         }
         manifest = writer.finish(meta)
+    except (KeyboardInterrupt, SystemExit):
+        writer.abort(keep=True)  # what was committed stays for --resume
+        prog.note(f"kb build: interrupted; the same command with --resume continues from the last commit "
+                  f"({writer.tmp})")
+        raise
     except BaseException:
         writer.abort()
         raise
+    stats.aliases = writer.alias_total
     stats.seconds = time.monotonic() - t0
     stats.store_sha256 = manifest["store_sha256"]
     prog.update(stats.pages, stats.passages, final=True)
@@ -212,7 +254,7 @@ def _existing_store(path: Path, wanted: dict[str, str], hnsw: bool = False) -> B
     """Stats of the store at ``path`` if it was built from the same input with the same
     model and settings (so rebuilding would change nothing); None if there is none;
     "no-hnsw" if it matches but lacks the HNSW index that ``hnsw`` asks for. A store with an
-    HNSW index also serves a build that does not ask for one."""
+    HNSW index (or with vectors) also serves a build that does not ask for one."""
     if not (path / "manifest.json").exists():
         return None
     from fscore_lite.errors import StoreError
@@ -220,7 +262,10 @@ def _existing_store(path: Path, wanted: dict[str, str], hnsw: bool = False) -> B
 
     try:
         with open_store(path) as store:
-            if any(store.meta.get(k) != str(v) for k, v in wanted.items()):
+            have = {"vectors": "all", "embed_batch_size": str(DEFAULT_BATCH), **store.meta}  # older stores
+            if have["vectors"] == "all" and wanted.get("vectors") == "lazy":
+                have["vectors"] = "lazy"  # a store with every vector serves a build that asks for none
+            if any(have.get(k) != str(v) for k, v in wanted.items()):
                 return None
             if hnsw and not store.has_hnsw:
                 return "no-hnsw"
@@ -235,4 +280,5 @@ def _existing_store(path: Path, wanted: dict[str, str], hnsw: bool = False) -> B
         store_sha256=info["store_sha256"],
         path=str(path),
         up_to_date=True,
+        vectors=info["vectors"],
     )

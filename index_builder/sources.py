@@ -6,6 +6,8 @@
   enwiki-20230401 sample); no header, though an ``id text title`` header line is skipped.
 - ``jsonl``: ``{"title", "text"}`` pages of MediaWiki plain text, to be chunked; a ``topic``
   key that differs from ``title`` becomes an alias of the page. Other keys are ignored.
+- ``mediawiki``: a MediaWiki XML dump (``*-pages-articles*.xml.bz2`` or plain ``.xml``); see
+  :mod:`index_builder.mediawiki`.
 """
 from __future__ import annotations
 
@@ -18,7 +20,10 @@ from fscore_lite.errors import InputError
 from fscore_lite.io import read_jsonl, require_text
 from fscore_lite.store import SEPARATOR
 
-FORMATS = ("auto", "factscore-db", "jsonl", "tsv")
+from .mediawiki import is_mediawiki_dump, read_mediawiki
+
+FORMATS = ("auto", "factscore-db", "jsonl", "tsv", "mediawiki")
+CHUNKED_FORMATS = ("jsonl", "mediawiki")  # pages given as text, chunked by the builder
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,8 @@ class SourcePage:
     text: str | None = None
     passages: tuple[str, ...] | None = None
     aliases: tuple[str, ...] = ()
+    markup: str = "plain"  # "wikitext": ``text`` is converted to plain text before chunking
+    redirect: str | None = None  # not a page: ``title`` is an alias of the page ``redirect``
 
 
 def detect_format(path: str | Path) -> str:
@@ -43,6 +50,8 @@ def detect_format(path: str | Path) -> str:
         head = f.read(4096)
     if head.startswith(b"SQLite format 3\x00"):
         return "factscore-db"
+    if (head.startswith(b"BZh") or path.suffix.lower() == ".xml") and is_mediawiki_dump(path, head):
+        return "mediawiki"
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json", ".ndjson"):
         return "jsonl"
@@ -53,19 +62,26 @@ def detect_format(path: str | Path) -> str:
         return "jsonl"
     if first.count(b"\t") >= 2:
         return "tsv"
-    raise InputError(path, None, "cannot tell the format; pass --format factscore-db, jsonl or tsv")
+    raise InputError(path, None, "cannot tell the format; pass --format factscore-db, jsonl, tsv or mediawiki")
 
 
-def read_pages(path: str | Path, fmt: str = "auto") -> Iterator[SourcePage]:
+def read_pages(path: str | Path, fmt: str = "auto", position: list[int] | None = None) -> Iterator[SourcePage]:
+    """The source's pages in order. ``position``: kept at ``[bytes read, total]`` where the
+    reader can tell (dumps, TSV), ``[rows read, rows]`` for a FActScore DB, for the ETA."""
     if fmt not in FORMATS:
         raise InputError(path, None, f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     if fmt == "auto":
         fmt = detect_format(path)
-    reader = {"factscore-db": read_factscore_db, "jsonl": read_jsonl_pages, "tsv": read_tsv}[fmt]
-    return reader(path)
+    if fmt == "mediawiki":
+        return read_mediawiki(path, position)
+    if fmt == "factscore-db":
+        return read_factscore_db(path, position)
+    if fmt == "tsv":
+        return read_tsv(path, position)
+    return read_jsonl_pages(path)
 
 
-def read_factscore_db(path: str | Path) -> Iterator[SourcePage]:
+def read_factscore_db(path: str | Path, position: list[int] | None = None) -> Iterator[SourcePage]:
     """Pages of a FActScore knowledge DB, passages split on the separator, unchanged."""
     path = Path(path)
     if not path.exists():
@@ -78,7 +94,10 @@ def read_factscore_db(path: str | Path) -> Iterator[SourcePage]:
     try:
         if not {"title", "text"} <= set(cols):
             raise InputError(path, None, "no table documents(title, text): not a FActScore knowledge DB")
-        for rowid, title, text in con.execute("SELECT rowid, title, text FROM documents ORDER BY rowid"):
+        total = con.execute("SELECT count(*) FROM documents").fetchone()[0] if position is not None else 0
+        for n, (rowid, title, text) in enumerate(con.execute("SELECT rowid, title, text FROM documents ORDER BY rowid")):
+            if position is not None:
+                position[:] = [n + 1, total]
             where = f"{path}: documents row {rowid}"
             if not isinstance(title, str) or not title.strip():
                 raise InputError(path, None, f"documents row {rowid}: title is not a non-empty string")
@@ -91,13 +110,17 @@ def read_factscore_db(path: str | Path) -> Iterator[SourcePage]:
         con.close()
 
 
-def read_tsv(path: str | Path) -> Iterator[SourcePage]:
+def read_tsv(path: str | Path, position: list[int] | None = None) -> Iterator[SourcePage]:
     """Pages of an ``id<TAB>text<TAB>title`` file in the knowledge-DB text layout."""
     path = Path(path)
     if not path.exists():
         raise InputError(path, None, "file not found")
+    size, done = path.stat().st_size, 0
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
+            done += len(raw)
+            if position is not None:
+                position[:] = [done, size]
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:

@@ -38,7 +38,7 @@ def built(tmp_path_factory, minilm_bundle_dir):
 def test_build_info_search(built, capsys, minilm_bundle_dir):
     tmp, src = built
     store = tmp / "store"
-    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--threads", "1", "--hnsw",
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--threads", "1", "--embed", "--hnsw",
                          "--models-dir", str(minilm_bundle_dir), "--source", "test pages", "--snapshot", "2026")
     assert code == 0, err
     summary = json.loads(out)
@@ -107,7 +107,7 @@ def test_hnsw_is_opt_in(built, capsys, minilm_bundle_dir):
     tmp, src = built
     store = tmp / "plain"
     code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--threads", "1", "--quiet",
-                         "--models-dir", str(minilm_bundle_dir))
+                         "--embed", "--models-dir", str(minilm_bundle_dir))
     assert code == 0, err
     assert sorted(p.name for p in store.iterdir()) == ["manifest.json", "store.sqlite"]
     code, out, err = run(capsys, "kb", "info", str(store))
@@ -120,10 +120,10 @@ def test_hnsw_is_opt_in(built, capsys, minilm_bundle_dir):
                          "--models-dir", str(minilm_bundle_dir), "--threads", "1")
     assert code == 2 and err.startswith("error: ") and "no HNSW index" in err and "--hnsw" in err and out == ""
     # asking for the index on the same input without --force says what to do
-    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--hnsw", "--quiet",
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--embed", "--hnsw", "--quiet",
                          "--models-dir", str(minilm_bundle_dir))
     assert code == 2 and "without an HNSW index" in err and "--force" in err
-    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--hnsw", "--force", "--quiet",
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--embed", "--hnsw", "--force", "--quiet",
                          "--threads", "1", "--models-dir", str(minilm_bundle_dir))
     assert code == 0, err
     assert (store / "hnsw.bin").exists() and open_store(store).has_hnsw
@@ -153,3 +153,32 @@ def test_kb_verify_hashes_every_file(tmp_path, capsys, monkeypatch):
     assert code == 1 and "FAILED store.sqlite" in out and "ok     hnsw.bin" in out and "sha256" in err
     code, out, err = run(capsys, "kb", "verify", str(tmp_path / "missing"))
     assert code == 2 and err.startswith("error: ") and "does not exist" in err
+
+
+def test_default_build_is_lazy_and_embeds_on_first_search(built, capsys, minilm_bundle_dir):
+    """`kb build` writes no vectors; `kb search --title` embeds that page once, with the eager bytes."""
+    tmp, src = built
+    lazy, eager = tmp / "lazy", tmp / "eager"
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(lazy), "--quiet", "--threads", "1",
+                         "--models-dir", str(minilm_bundle_dir))
+    assert code == 0, err
+    code, out, err = run(capsys, "kb", "info", str(lazy))
+    info = json.loads(out)
+    assert info["vectors"] == "lazy" and info["schema_version"] == 2 and info["meta"]["vectors"] == "lazy"
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(lazy), "--hnsw", "--force", "--quiet",
+                         "--models-dir", str(minilm_bundle_dir))
+    assert code == 2 and "--hnsw" in err and "--embed" in err
+    assert open_store(lazy).info()["vectors"] == "lazy"  # the refused build left the store alone
+    code, out, err = run(capsys, "kb", "search", str(lazy), "football club", "--title", "Ko Itakura",
+                         "--models-dir", str(minilm_bundle_dir), "--threads", "1")
+    assert code == 0, err
+    assert (lazy / "vectors.sqlite").exists()
+    code, _, err = run(capsys, "kb", "build", str(src), "-o", str(eager), "--embed", "--quiet", "--threads", "1",
+                       "--models-dir", str(minilm_bundle_dir))
+    assert code == 0, err
+    code, eager_out, err = run(capsys, "kb", "search", str(eager), "football club", "--title", "Ko Itakura",
+                               "--models-dir", str(minilm_bundle_dir), "--threads", "1")
+    assert code == 0 and eager_out == out
+    with open_store(eager) as e, open_store(lazy) as s:
+        assert s.vector_file().count() == 1  # one page embedded, once
+        assert s.page_vectors("Kō Itakura").tobytes() == e.page_vectors("Kō Itakura").tobytes()

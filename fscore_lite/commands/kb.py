@@ -18,10 +18,12 @@ def _echo_json(obj) -> None:
 
 @app.command()
 def build(
-    source: Annotated[Path, typer.Argument(help="FActScore knowledge DB (.db), TSV (id, text, title) or JSONL pages.")],
+    source: Annotated[Path, typer.Argument(help="FActScore knowledge DB (.db), TSV (id, text, title), JSONL pages or a "
+                                           "MediaWiki XML dump (*-pages-articles*.xml.bz2).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Store folder to create.")],
     format: Annotated[
-        str, typer.Option("--format", help="auto | factscore-db | jsonl | tsv (auto: by file header and suffix).")
+        str, typer.Option("--format", help="auto | factscore-db | jsonl | tsv | mediawiki (auto: by file header "
+                          "and suffix).")
     ] = "auto",
     source_label: Annotated[
         Optional[str], typer.Option("--source", help="Where the text comes from, recorded in the store's meta.")
@@ -31,28 +33,47 @@ def build(
         str,
         typer.Option(
             "--chunking",
-            help="JSONL only: 'reference' (default, parity: sections filled to 256 tokens and cut like "
+            help="JSONL and dumps: 'reference' (default, parity: sections filled to 256 tokens and cut like "
             "FActScore's build_db) or 'sentences' (whole sentences packed into <=256-token passages).",
         ),
     ] = "reference",
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for embedding.")] = None,
     models_dir: Annotated[Optional[Path], typer.Option("--models-dir", help="Model bundle folder.")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Passages per embedding batch.")] = 32,
+    embed: Annotated[
+        bool,
+        typer.Option(
+            "--embed",
+            help="Embed every passage now (slow: 10-20 passages/s per core). Off by default: a page is embedded "
+            "the first time a run retrieves from it and its vectors are kept beside the store (same bytes).",
+        ),
+    ] = False,
     hnsw: Annotated[
         bool,
         typer.Option(
             "--hnsw",
-            help="Also build an HNSW index over all passages (hnsw.bin), needed only for store-wide search "
-            "(`score --search-all`, `kb search` without --title). Off by default: retrieval for a known topic "
-            "ranks the page's vectors exactly without it.",
+            help="With --embed, also build an HNSW index over all passages (hnsw.bin), needed only for "
+            "store-wide search (`score --search-all`, `kb search` without --title). Retrieval for a known "
+            "topic ranks the page's vectors exactly without it.",
         ),
     ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Continue an interrupted build of OUTPUT (same input and options); the "
+                     "store is the same bytes as an uninterrupted build."),
+    ] = False,
+    workers: Annotated[
+        Optional[int],
+        typer.Option("--workers", help="Processes parsing and chunking text (JSONL, dumps); default: CPUs - 1; 0: "
+                     "none."),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress line.")] = False,
 ) -> None:
-    """Build a passage store: chunk pages (JSONL) or keep DB passages, embed them, index them.
+    """Build a passage store: chunk pages (JSONL, dumps) or keep DB passages, index them (and embed them).
 
-    The store is written next to OUTPUT and renamed into place only when complete.
+    The store is written next to OUTPUT (.OUTPUT.building) and renamed into place only when complete;
+    after a kill, the same command with --resume continues where the last commit left off.
 
     Prints the build summary as JSON. An existing store built from the same input, model and settings is kept (up_to_date).
     """
@@ -71,6 +92,9 @@ def build(
         overwrite=force,
         progress=not quiet,
         hnsw=hnsw,
+        embed=embed,
+        resume=resume,
+        workers=workers,
     )
     _echo_json(stats.to_json())
 
@@ -151,7 +175,7 @@ def search(
                 passages = s.page_passages(title)
                 if not passages:
                     raise FscoreError(f"no page {title!r} in {store}")
-                scores = s.page_vectors(title) @ q
+                scores = s.page_vectors(title, embedder) @ q
                 order = np.argsort(-scores, kind="stable")[:k]
                 hits = [(passages[i], float(scores[i])) for i in order]
         for rank, (p, score) in enumerate(hits, start=1):

@@ -1,7 +1,8 @@
 """Evidence retrieval (SPEC FActScore §4).
 
 Parity: only the topic page's passages are candidates; query = ``topic + " " + fact``;
-passage text for embedding = ``title + " " + text`` (done when the store is built); exact
+passage text for embedding = ``title + " " + text`` (when the store is built with ``--embed``, else
+the first time a page is retrieved, kept beside the store: :mod:`fscore_lite.page_vectors`); exact
 inner-product ranking over the page's vectors; k = 5. With ``search_all`` a topic missing from
 the store is searched store-wide through the HNSW index instead.
 """
@@ -54,7 +55,7 @@ class Retriever:
     def _page(self, topic: str) -> tuple[list[Passage], np.ndarray]:
         if topic not in self._pages:
             passages = self.store.page_passages(topic)
-            self._pages[topic] = (passages, self.store.page_vectors(topic))
+            self._pages[topic] = (passages, self.store.page_vectors(topic, self.embedder))
             for p in passages:
                 self._by_id[p.id] = p
         return self._pages[topic]
