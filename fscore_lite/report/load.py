@@ -31,12 +31,34 @@ def summary_candidates(path: Path) -> list[Path]:
     return [path.with_name(stem + ".summary.json"), path.with_name(path.name + ".summary.json")]
 
 
+def check_report_paths(runs: list[str | Path], output: str | Path) -> None:
+    """Refuse, before any work, an output that is one of the runs or a run's summary (however
+    spelled: ``./run.jsonl``, a link), or a run that is a folder."""
+    from ..io import same_file
+
+    for run in map(Path, runs):
+        if run.is_dir():
+            raise FscoreError(f"{run}: is a directory; give the per-item JSONL that `score` or `q2` wrote "
+                              f"(for example {run / 'out.jsonl'})")
+        for kept in (run, *summary_candidates(run)):
+            if same_file(output, kept):
+                raise FscoreError(f"{output}: refusing to write the report there: it is {kept}, "
+                                  f"{'a run given to the report' if kept == run else 'the summary of ' + str(run)}; "
+                                  "choose another -o (for example report.html)")
+    if Path(output).is_dir():
+        raise FscoreError(f"{output}: is a directory; give a file path (for example {Path(output) / 'report.html'})")
+
+
 def read_records(path: Path) -> list[dict]:
     records = []
+    if path.is_dir():
+        raise FscoreError(f"{path}: is a directory, not a run's JSONL")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise FscoreError(f"{path}: no such file") from None
+    except OSError as e:
+        raise FscoreError(f"{path}: cannot read ({e.strerror or e})") from None
     except UnicodeDecodeError as e:
         raise FscoreError(f"{path}: not valid UTF-8 ({e.reason})") from None
     for n, line in enumerate(text.splitlines(), 1):
