@@ -131,10 +131,15 @@ class Bundle:
         self.entries: dict[str, ModelEntry] = {}
         mpath = self.root / MANIFEST_NAME
         if mpath.exists():
-            data = json.loads(mpath.read_text(encoding="utf-8"))
-            for e in data.get("models", []):
-                entry = ModelEntry.from_json(e)
-                self.entries[entry.name] = entry
+            try:
+                data = json.loads(mpath.read_text(encoding="utf-8"))
+                for e in data.get("models", []):
+                    entry = ModelEntry.from_json(e)
+                    self.entries[entry.name] = entry
+            except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+                raise ModelIntegrityError(
+                    f"the model manifest {mpath} is damaged ({type(e).__name__}: {e}); reinstall the models "
+                    "(`fscore-lite models install-default`) or restore the file") from None
 
     @property
     def manifest_path(self) -> Path:
