@@ -110,11 +110,13 @@ class ResumableJsonlWriter:
     already in the partial file are loaded, after checking every line (see :meth:`_load_partial`),
     and :meth:`done` tells the caller to skip them. ``lines`` are the input's line numbers (a
     partial line for any other is refused); ``also_locked`` are more outputs of the run (the
-    summary) locked with ``OUT`` until :meth:`close`.
+    summary) locked with ``OUT`` until :meth:`close`; or ``lock``, taken before (as a run does
+    before loading models, so that a second run stops at once), which the writer then releases.
     """
 
     def __init__(self, path: str | Path, resume: bool = False, run_key: str = "",
-                 lines: Iterable[int] | None = None, also_locked: Iterable[str | Path] = ()):
+                 lines: Iterable[int] | None = None, also_locked: Iterable[str | Path] = (),
+                 lock: OutputLock | None = None):
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
         self.run_key = run_key
@@ -125,7 +127,7 @@ class ResumableJsonlWriter:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise OutputError(f"cannot write {self.partial}: {e.strerror or e}") from None
-        self.lock = OutputLock([self.path, *also_locked]).acquire()
+        self.lock = lock or OutputLock([self.path, *also_locked]).acquire()  # a lock given is ours now
         try:
             if resume and self.partial.exists():
                 self._load_partial()

@@ -132,4 +132,6 @@ class Settings:
         changes = {k: v for k, v in changes.items() if v is not None}
         if "store" in changes:
             changes.setdefault("store_named", True)
+        if "threads" not in changes and object.__getattribute__(self, "threads") is None:
+            changes["threads"] = None  # still unresolved (a bad FSCORE_LITE_THREADS): raised only on use
         return replace(self, **changes)

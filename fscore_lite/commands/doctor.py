@@ -174,7 +174,7 @@ def doctor(
     threads: int = typer.Option(None, "--threads", help="CPU threads (default: FSCORE_LITE_THREADS, else all cores)."),
 ) -> None:
     """What is installed (models with hashes, stores, cache, threads, versions) and what is missing."""
-    d = collect(Settings().with_(threads=threads))
+    d = collect(Settings(threads=threads))  # a bad FSCORE_LITE_THREADS is reported, not fatal
     typer.echo(json.dumps(d, indent=2) if as_json else format_doctor(d))
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from ..backends.onnx_session import session_spin
 from ..cache import CallCache
-from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs, read_input
+from ..io import OutputLock, ResumableJsonlWriter, atomic_write_json, check_writable_outputs, read_input
 from ..io import summary_path_for as io_summary_path_for
 from ..progress import Progress
-from ..settings import Settings
+from ..settings import Settings, check_threads
 from .abstain import is_abstained
 from .atomic_facts import describe_settings as atomic_fact_settings
 from .items import MAX_OUTPUT_CHARS, Item, load_items  # noqa: F401  (re-exported: the API)
@@ -290,6 +290,7 @@ def score_file(input_path: str | Path, output_path: str | Path, settings: Settin
     The input is read and checked, and every output path checked (not an input file, not a
     directory, writable), before any model is loaded."""
     settings = settings or Settings()
+    check_threads(settings.threads)  # a bad FSCORE_LITE_THREADS (no --threads) stops here, before any work
     options = options or ScoreOptions()
     input_path, output_path = Path(input_path), Path(output_path)
     summary_path = Path(summary_path) if summary_path else summary_path_for(output_path)
@@ -298,10 +299,15 @@ def score_file(input_path: str | Path, output_path: str | Path, settings: Settin
     check_writable_outputs([output_path, summary_path, output_path.with_name(output_path.name + ".partial")],
                            inputs=[input_path])
     t_start = time.monotonic()
-    scorer = scorer or FactScorer(settings, options)
-    t_loaded = time.monotonic()
-    writer = ResumableJsonlWriter(output_path, resume=resume, run_key=_run_key(data.raw, scorer),
-                                  lines=[it.line for it in items], also_locked=[summary_path])
+    lock = OutputLock([output_path, summary_path]).acquire()  # one run per output, taken before models load
+    try:
+        scorer = scorer or FactScorer(settings, options)
+        t_loaded = time.monotonic()
+        writer = ResumableJsonlWriter(output_path, resume=resume, run_key=_run_key(data.raw, scorer),
+                                      lines=[it.line for it in items], lock=lock)
+    except BaseException:
+        lock.release()
+        raise
     progress = Progress(len(items), "factscore", enabled=options.progress)
     # a stand-in scorer (tests, tools) may take the item alone
     with_progress = "progress" in inspect.signature(scorer.score_item).parameters
