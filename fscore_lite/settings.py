@@ -64,8 +64,8 @@ MAX_PARALLEL = 3  # llm_parallel.MAX_WIDTH: 4 or more sequences a step change th
 def check_parallel(parallel) -> int:
     """``--parallel``: 1 to 3 generations decoded together (the README's documented range)."""
     if isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= MAX_PARALLEL:
-        raise FscoreError(f"--parallel must be 1 to {MAX_PARALLEL}, not {parallel!r}: with 4 or more sequences "
-                          "a step the facts would no longer be the same bytes as one at a time")
+        raise FscoreError(f"--parallel must be 1 to {MAX_PARALLEL}, not {parallel!r} (with more than {MAX_PARALLEL} "
+                          "sequences a step the facts would no longer be the same bytes as one at a time)")
     return parallel
 
 

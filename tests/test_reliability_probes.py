@@ -140,6 +140,9 @@ PROBES = [
           "--bootstrap must be 1 or more", RUN),
     Probe("report of a non-run", ["report", "{d}/in.jsonl", "-o", "{d}/r.html"], 2,
           "neither `score` output", _w("in.jsonl", GOOD)),
+    Probe("report of a run with NaN", ["report", "{d}/nan.jsonl", "-o", "{d}/r.html"], 2,
+          "nan.jsonl:1: the number NaN is not JSON", _w("nan.jsonl", '{"init_score": NaN, "decisions": []}\n'),
+          absent=("r.html",)),
     Probe("report ok", ["report", "{d}/run.jsonl", "-o", "{d}/r.html", "--bootstrap", "10"], 0, "r.html", RUN),
     # ---- settings
     Probe("--k 0", ["score", "{d}/in.jsonl", "--k", "0"], 2, "--k must be a whole number of passages, 1 or more",

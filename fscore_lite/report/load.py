@@ -49,6 +49,10 @@ def check_report_paths(runs: list[str | Path], output: str | Path) -> None:
         raise FscoreError(f"{output}: is a directory; give a file path (for example {Path(output) / 'report.html'})")
 
 
+def _refuse_constant(text: str):
+    raise ValueError(f"the number {text} is not JSON (not finite)")
+
+
 def read_records(path: Path) -> list[dict]:
     records = []
     if path.is_dir():
@@ -65,9 +69,11 @@ def read_records(path: Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = json.loads(line, parse_constant=_refuse_constant)
         except json.JSONDecodeError as e:
             raise FscoreError(f"{path}:{n}: not JSON ({e.msg})") from None
+        except ValueError as e:  # NaN or Infinity: the report's embedded data would not load
+            raise FscoreError(f"{path}:{n}: {e}") from None
         if not isinstance(rec, dict):
             raise FscoreError(f"{path}:{n}: expected a JSON object per line")
         records.append(rec)
@@ -101,9 +107,9 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
     for cand in summary_candidates(path):
         if cand.is_file():
             try:
-                summary = json.loads(cand.read_text(encoding="utf-8"))
+                summary = json.loads(cand.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
                 summary_path = cand
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (ValueError, OSError):  # malformed, not UTF-8, NaN: the run is shown without it
                 summary = None
             break
     return Run(path, name or run_name(path), kind, records, summary if isinstance(summary, dict) else None,
