@@ -244,27 +244,34 @@ def test_probe(tmp_path, probe):
 
 
 def test_two_real_runs_on_one_output(tmp_path):
-    """A `score` run in progress (a stand-in scorer that takes a second an item, through the
-    production score_file) and a second `score` started on the same -o: the second stops at
-    once naming the first's process; the first finishes with its own items only."""
+    """A `score` run in progress (through the production score_file, with a stand-in scorer that
+    waits at its first item until the test lets it go on) and a second `score` started on the
+    same -o: the second stops at once naming the first's process; the first then finishes with
+    its own items only."""
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     a.write_text("".join(json.dumps({"topic": f"A{i}", "facts": ["x"]}) + "\n" for i in range(3)))
     b.write_text("".join(json.dumps({"topic": f"B{i}", "facts": ["x"]}) + "\n" for i in range(3)))
-    out = tmp_path / "o.jsonl"
-    code = ("import time, sys; sys.path.insert(0, %r); from tests.test_paths import FakeScorer\n"
+    out, go = tmp_path / "o.jsonl", tmp_path / "go"
+    code = ("import os, time, sys; sys.path.insert(0, %r); from tests.test_paths import FakeScorer\n"
             "from fscore_lite.factscore.pipeline import ScoreOptions, score_file\n"
-            "class Slow(FakeScorer):\n"
+            "class Held(FakeScorer):\n"
             "    def score_item(self, item):\n"
-            "        print('item', flush=True); time.sleep(1); return super().score_item(item)\n"
-            "score_file(%r, %r, options=ScoreOptions(progress=False), scorer=Slow())\n") % (str(REPO), str(a), str(out))
+            "        print('item', flush=True)\n"
+            "        while not os.path.exists(%r): time.sleep(0.05)\n"
+            "        return super().score_item(item)\n"
+            "score_file(%r, %r, options=ScoreOptions(progress=False), scorer=Held())\n"
+            ) % (str(REPO), str(go), str(a), str(out))
     first = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert first.stdout.readline().strip() == "item"
-    env = dict(os.environ, FSCORE_LITE_HOME=str(tmp_path / "home"), FSCORE_LITE_THREADS="1")
-    t0 = time.monotonic()
-    second = subprocess.run([sys.executable, "-m", "fscore_lite", "score", str(b), "-o", str(out)],
-                            capture_output=True, text=True, env=env, timeout=120)
-    assert second.returncode == 2 and f"another run (process {first.pid})" in second.stderr, second.stderr
-    assert first.wait(60) == 0 and time.monotonic() - t0 < 60
+    try:
+        assert first.stdout.readline().strip() == "item"
+        env = dict(os.environ, FSCORE_LITE_HOME=str(tmp_path / "home"), FSCORE_LITE_THREADS="1")
+        second = subprocess.run([sys.executable, "-m", "fscore_lite", "score", str(b), "-o", str(out)],
+                                capture_output=True, text=True, env=env, timeout=120)
+        assert second.returncode == 2 and f"another run (process {first.pid})" in second.stderr, second.stderr
+    finally:
+        go.touch()
+        code = first.wait(120)
+    assert code == 0
     assert [json.loads(x)["topic"] for x in out.read_text().splitlines()] == ["A0", "A1", "A2"]
     assert not list(tmp_path.glob("*.lock"))
 
