@@ -18,12 +18,66 @@ from typing import Any, Callable
 SCHEMA_VERSION = 2  # 2: calls.created
 
 
+def damaged(path, problem, row: bool = False) -> "FscoreError":
+    """The error for a call cache that cannot be used, with the ways out (the cache only saves
+    time: every entry can be recomputed)."""
+    from .errors import FscoreError
+
+    fix = ("drop the damaged rows with `fscore-lite cache prune --older-than 0` (or --model SHA), "
+           if row else "")
+    return FscoreError(
+        f"the call cache {path} cannot be used: {problem}. The cache only saves time: {fix}run with "
+        f"--no-cache, or move {path} aside (a new, empty cache is then created)")
+
+
+def check_cache(path: str | Path) -> str | None:
+    """What is wrong with the cache file at ``path`` (None when it is fine or absent), read-only:
+    a folder, not SQLite, a failed integrity check, or no calls table."""
+    p = Path(path)
+    if not p.exists():
+        return None
+    if not p.is_file():
+        return "it is a folder, not an SQLite file" if p.is_dir() else "it is not a regular file"
+    try:
+        db = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=10)
+    except sqlite3.Error as e:
+        return f"it cannot be opened ({e})"
+    try:
+        rows = [r[0] for r in db.execute("PRAGMA quick_check")]
+        if rows != ["ok"]:
+            return f"its integrity check failed ({'; '.join(map(str, rows[:3]))})"
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables and "calls" not in tables:
+            return "it is an SQLite file without the cache's calls table"
+    except sqlite3.Error as e:
+        return f"it is not a readable SQLite database ({e})"
+    finally:
+        db.close()
+    return None
+
+
 class CallCache:
     def __init__(self, path: str | Path | None):
         self.path = Path(path) if path else None
         self.hits = 0
         self.misses = 0
         self._lock = threading.Lock()
+        try:
+            self._open()
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e):
+                raise
+            raise damaged(self.path, e) from None
+        except sqlite3.DatabaseError as e:
+            raise damaged(self.path, e) from None
+        except IsADirectoryError:
+            raise damaged(self.path, "it is a folder, not an SQLite file") from None
+        except OSError as e:
+            raise damaged(self.path, e.strerror or e) from None
+
+    def _open(self) -> None:
+        if self.path is not None and self.path.is_dir():
+            raise IsADirectoryError(str(self.path))
         if self.path is None:
             self._db = sqlite3.connect(":memory:", check_same_thread=False)
         else:
@@ -49,20 +103,33 @@ class CallCache:
 
     def get(self, model: str, kind: str, payload: Any) -> Any | None:
         key, _ = self._key(payload)
-        with self._lock:
-            row = self._db.execute(
-                "SELECT output FROM calls WHERE model=? AND kind=? AND key=?", (model, kind, key)
-            ).fetchone()
-        return None if row is None else json.loads(row[0])
+        try:
+            with self._lock:
+                row = self._db.execute(
+                    "SELECT output FROM calls WHERE model=? AND kind=? AND key=?", (model, kind, key)
+                ).fetchone()
+        except sqlite3.DatabaseError as e:  # a page damaged after opening
+            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+                raise
+            raise damaged(self.path or ":memory:", e) from None
+        try:
+            return None if row is None else json.loads(row[0])
+        except (ValueError, TypeError) as e:
+            raise damaged(self.path or ":memory:", f"a stored {kind} result is not JSON ({e})", row=True) from None
 
     def put(self, model: str, kind: str, payload: Any, output: Any) -> None:
         key, text = self._key(payload)
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO calls (model, kind, key, input, output, created) VALUES (?,?,?,?,?,?)",
-                (model, kind, key, text, json.dumps(output, ensure_ascii=False), time.time()),
-            )
-            self._db.commit()
+        try:
+            with self._lock:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO calls (model, kind, key, input, output, created) VALUES (?,?,?,?,?,?)",
+                    (model, kind, key, text, json.dumps(output, ensure_ascii=False), time.time()),
+                )
+                self._db.commit()
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+                raise
+            raise damaged(self.path or ":memory:", e) from None
 
     def cached(self, model: str, kind: str, payload: Any, compute: Callable[[], Any]) -> Any:
         """Return the cached output for this call, or compute, store and return it."""
@@ -99,15 +166,10 @@ def cache_size(path: str | Path) -> int:
 
 
 def _open_existing(path: Path) -> sqlite3.Connection:
-    from .errors import FscoreError
-
-    if path.is_dir():
-        raise FscoreError(f"the call cache {path} is a folder, not an SQLite file")
-    try:
-        cache = CallCache(path)  # creates nothing new for an existing file; migrates schema 1
-    except sqlite3.DatabaseError as e:
-        raise FscoreError(f"the call cache {path} is not a readable SQLite database: {e}") from None
-    return cache._db
+    problem = check_cache(path)
+    if problem:
+        raise damaged(path, problem)
+    return CallCache(path)._db  # creates nothing new for an existing file; migrates schema 1
 
 
 def cache_info(path: str | Path, names: dict[str, str] | None = None) -> dict:

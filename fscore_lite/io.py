@@ -7,9 +7,13 @@ only by an atomic rename once every item is done. ``--resume`` reads the partial
 from __future__ import annotations
 
 import csv
+import hashlib
+import io
 import json
+import math
 import os
 import tempfile
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -30,6 +34,19 @@ class Record:
 BOM = "\ufeff"
 
 
+@dataclass(frozen=True)
+class InputFile:
+    """An input file's bytes, read once: a named pipe or FIFO can be read a single time, and
+    the run key (its sha256) must describe exactly the bytes that were scored."""
+
+    path: Path
+    raw: bytes
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.raw).hexdigest()
+
+
 def _input_file(path: str | Path) -> Path:
     """The input path, or an InputError when it is missing or not a regular file."""
     path = Path(path)
@@ -40,68 +57,143 @@ def _input_file(path: str | Path) -> Path:
     return path
 
 
-def read_jsonl(path: str | Path) -> Iterator[Record]:
+def read_input(path: str | Path | InputFile) -> InputFile:
+    """Read an input file (or pipe) once, whole."""
+    if isinstance(path, InputFile):
+        return path
+    path = _input_file(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise InputError(path, None, f"cannot read ({e.strerror or e})") from None
+    return InputFile(path, raw)
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses to inf
+        raise _NotFinite(text)
+    return value
+
+
+def _refuse_constant(text: str):
+    raise _NotFinite(text)  # NaN, Infinity, -Infinity: not JSON, and not a number a score can use
+
+
+def clean_text(path, line: int | None, value: Any, nfc: bool = True, where: str = "") -> Any:
+    """``value`` with every string (keys too) NFC-normalised, so that composed and decomposed
+    spellings of one text are the same text; a lone surrogate (``"\\ud800"``, valid JSON but
+    not encodable text) is an InputError naming the field."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            field = f"field '{where}'" if where else "a string"
+            raise InputError(path, line, f"{field} contains a lone surrogate {value[e.start]!r} "
+                             "(an escape such as \\ud800 that is not a character); fix the text") from None
+        return unicodedata.normalize("NFC", value) if nfc else value
+    if isinstance(value, dict):
+        return {clean_text(path, line, k, nfc, where): clean_text(path, line, v, nfc, where or str(k))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_text(path, line, v, nfc, where) for v in value]
+    return value
+
+
+def _lines(source: Path | InputFile) -> Iterator[bytes]:
+    if isinstance(source, InputFile):
+        yield from source.raw.split(b"\n")  # as a file iterates: only \n ends a line
+        return
+    try:
+        f = open(source, "rb")
+    except OSError as e:
+        raise InputError(source, None, f"cannot read ({e.strerror or e})") from None
+    with f:
+        yield from f
+
+
+def read_jsonl(path: str | Path | InputFile, nfc: bool = False) -> Iterator[Record]:
     """Yield JSON objects with their line numbers; blank lines are skipped.
 
-    A UTF-8 byte-order mark at the start of the file is accepted. Raises :class:`InputError`
-    naming the file and line for undecodable bytes, bad JSON (with the column on that line),
-    a value that is not an object, or a line over 16 MB.
+    ``path`` is a file (read line by line) or an :class:`InputFile` already read. A UTF-8
+    byte-order mark at the start is accepted. Raises :class:`InputError` naming the file and
+    line for undecodable bytes, bad JSON (with the column on that line), a value that is not an
+    object, NaN or an infinite number, a lone surrogate, or a line over 16 MB. With ``nfc``
+    every string is NFC-normalised.
     """
-    path = _input_file(path)
+    source = path if isinstance(path, InputFile) else _input_file(path)
+    path = source.path if isinstance(source, InputFile) else source
+    for lineno, raw in enumerate(_lines(source), start=1):
+        if len(raw) > MAX_LINE_BYTES:
+            raise InputError(path, lineno, f"line is {len(raw)} bytes, over the {MAX_LINE_BYTES} byte limit")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(path, lineno, f"not valid UTF-8 (byte {e.start}: {raw[e.start:e.start+1]!r})") from None
+        if lineno == 1 and text.startswith(BOM):
+            text = text[1:]
+        text = text.rstrip("\r\n")  # so that an error at the end of the line is located on it
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        except json.JSONDecodeError as e:
+            end = " (end of line)" if e.pos >= len(text) else ""
+            raise InputError(path, lineno, f"malformed JSON: {e.msg} at column {e.colno}{end}") from None
+        except _NotFinite as e:
+            raise InputError(path, lineno, f"the number {e} is not finite (NaN and infinity are not JSON "
+                             "numbers)") from None
+        if not isinstance(obj, dict):
+            raise InputError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
+        yield Record(lineno, clean_text(path, lineno, obj, nfc))
+
+
+def decode_utf8(path, raw: bytes) -> str:
+    """The text of ``raw`` (a leading byte-order mark dropped), or an InputError naming the line
+    of the first undecodable byte."""
     try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise InputError(path, None, f"cannot read ({e.strerror or e})") from None
-    with f:
-        for lineno, raw in enumerate(f, start=1):
-            if len(raw) > MAX_LINE_BYTES:
-                raise InputError(path, lineno, f"line is {len(raw)} bytes, over the {MAX_LINE_BYTES} byte limit")
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise InputError(path, lineno, f"not valid UTF-8 (byte {e.start}: {raw[e.start:e.start+1]!r})") from None
-            if lineno == 1 and text.startswith(BOM):
-                text = text[1:]
-            text = text.rstrip("\r\n")  # so that an error at the end of the line is located on it
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as e:
-                end = " (end of line)" if e.pos >= len(text) else ""
-                raise InputError(path, lineno, f"malformed JSON: {e.msg} at column {e.colno}{end}") from None
-            if not isinstance(obj, dict):
-                raise InputError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
-            yield Record(lineno, obj)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise InputError(path, line, f"not valid UTF-8 (byte {raw[e.start:e.start + 1]!r})") from None
+    return text[1:] if text.startswith(BOM) else text
 
 
-def read_csv_rows(path: str | Path) -> Iterator[Record]:
+def read_csv_rows(path: str | Path | InputFile, nfc: bool = False) -> Iterator[Record]:
     """Yield CSV rows as dicts keyed by the header; ``line`` is the file line the row starts on.
 
-    A UTF-8 byte-order mark (as spreadsheet programs write) is accepted."""
-    path = _input_file(path)
+    A UTF-8 byte-order mark (as spreadsheet programs write) is accepted. A quoted field left
+    open at the end of the file is an error naming the line it starts on (a lenient reader
+    would swallow every line after it into one field)."""
+    data = read_input(path)
+    path = data.path
+    reader = csv.DictReader(io.StringIO(decode_utf8(path, data.raw), newline=""), strict=True)
+    start = 1
     try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None:
-                raise InputError(path, 1, "empty CSV file (no header)")
+        if reader.fieldnames is None:
+            raise InputError(path, 1, "empty CSV file (no header)")
+        start = reader.line_num + 1
+        for row in reader:
+            if None in row:
+                raise InputError(path, start, "row has more fields than the header")
+            yield Record(start, clean_text(path, start, dict(row), nfc))
             start = reader.line_num + 1
-            for row in reader:
-                if None in row:
-                    raise InputError(path, start, "row has more fields than the header")
-                yield Record(start, {k: v for k, v in row.items()})
-                start = reader.line_num + 1
-    except UnicodeDecodeError as e:
-        raise InputError(path, None, f"not valid UTF-8 (byte offset {e.start})") from None
     except csv.Error as e:
-        raise InputError(path, None, f"malformed CSV: {e}") from None
-    except OSError as e:
-        raise InputError(path, None, f"cannot read ({e.strerror or e})") from None
+        if "unexpected end of data" in str(e):
+            raise InputError(path, start, "malformed CSV: a quoted field starts on this line and is never "
+                             "closed (a missing \")") from None
+        raise InputError(path, start, f"malformed CSV: {e}") from None
 
 
-def read_records(path: str | Path) -> Iterator[Record]:
+def read_records(path: str | Path | InputFile, nfc: bool = False) -> Iterator[Record]:
     """JSONL, or CSV when the file name ends in .csv."""
-    return read_csv_rows(path) if str(path).lower().endswith(".csv") else read_jsonl(path)
+    name = path.path if isinstance(path, InputFile) else path
+    return (read_csv_rows if str(name).lower().endswith(".csv") else read_jsonl)(path, nfc=nfc)
 
 
 def require_text(path, rec: Record, key: str, allow_empty: bool = False) -> str:
@@ -198,99 +290,13 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+    """Strict JSON (no NaN or infinity, which other readers refuse), written atomically."""
+    try:
+        text = json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False, allow_nan=False)
+    except ValueError as e:
+        raise OutputError(f"cannot write {path}: it would hold a number that is not finite ({e}); "
+                          "nothing was written") from None
+    atomic_write_text(path, text + "\n")
 
 
-class ResumableJsonlWriter:
-    """Collects one JSON line per input item, keyed by the item's input line number.
-
-    Lines are appended to ``OUT.partial`` as items finish. :meth:`finish` writes ``OUT``
-    atomically, in input order, and removes the partial file. With ``resume=True`` the
-    items already in the partial file are loaded (a torn last line is dropped) and
-    :meth:`done` tells the caller to skip them.
-    """
-
-    def __init__(self, path: str | Path, resume: bool = False, run_key: str = ""):
-        self.path = Path(path)
-        self.partial = self.path.with_name(self.path.name + ".partial")
-        self.run_key = run_key
-        self.items: dict[int, dict] = {}
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if resume and self.partial.exists():
-                self._load_partial()
-            else:
-                with open(self.partial, "w", encoding="utf-8") as f:
-                    f.write(json.dumps({"_run": run_key}) + "\n")
-            self._fh = open(self.partial, "a", encoding="utf-8")
-        except OSError as e:
-            raise OutputError(f"cannot write {self.partial}: {e.strerror or e}") from None
-
-    def _failed(self, target: Path, e: OSError) -> OutputError:
-        """A write failure, naming the file; what is finished stays in the partial file."""
-        msg = f"cannot write {target}: {e.strerror or e}"
-        if self.items and self.partial.exists():
-            msg += (f"; the {len(self.items)} finished item(s) are kept in {self.partial}: fix the cause, "
-                    "then rerun with --resume")
-        return OutputError(msg)
-
-    def _load_partial(self) -> None:
-        good: list[str] = []
-        with open(self.partial, encoding="utf-8", errors="replace") as f:
-            lines = f.read().split("\n")
-        for i, line in enumerate(lines):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line torn by an interruption
-            if i == 0 and "_run" in obj:
-                if obj["_run"] != self.run_key:
-                    from .errors import FscoreError
-
-                    raise FscoreError(
-                        f"{self.partial} was written by a run with other settings or input; "
-                        "remove it or run without --resume"
-                    )
-                good.append(line)
-                continue
-            self.items[int(obj["_line"])] = obj["item"]
-            good.append(line)
-        # rewrite without torn lines so appends start on a clean line
-        with open(self.partial, "w", encoding="utf-8") as f:
-            f.write("\n".join(good) + "\n")
-
-    def done(self, line: int) -> bool:
-        return line in self.items
-
-    def add(self, line: int, item: dict) -> None:
-        try:
-            self._fh.write(json.dumps({"_line": line, "item": item}, ensure_ascii=False) + "\n")
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-        except OSError as e:
-            raise self._failed(self.partial, e) from None
-        self.items[line] = item
-
-    def ordered(self) -> list[dict]:
-        return [self.items[k] for k in sorted(self.items)]
-
-    def finish(self) -> None:
-        """Write ``OUT`` in input order and remove the partial file (kept if the write fails)."""
-        try:
-            self._fh.close()
-        except OSError as e:
-            raise self._failed(self.partial, e) from None
-        try:
-            atomic_write_text(
-                self.path, "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in self.ordered())
-            )
-        except OutputError as e:
-            raise OutputError(str(e) + (f"; all {len(self.items)} item(s) are kept in {self.partial}: "
-                                        "rerun with --resume to write the output without redoing them")) from None
-        self.partial.unlink(missing_ok=True)
-
-    def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.close()
+from .runfiles import OutputLock, ResumableJsonlWriter, dumps_strict  # noqa: E402,F401  (the API)

@@ -16,6 +16,11 @@ from .errors import ModelIntegrityError, ModelNotInstalled
 from .stamps import sha256_file, verified_sha256
 
 MANIFEST_NAME = "manifest.json"
+# In ``extra``: the sha256 of the entry's decision settings (combiner weights, intercept,
+# threshold, calibration means, label maps, windows, ... : everything in ``extra`` but the
+# build reports under "training"), written by the build so that a hand edit is caught.
+DECISIONS_KEY = "decisions_sha256"
+REPORT_KEY = "training"
 SCHEMA_VERSION = 1
 ROLES = ("llm", "embed", "qg", "qa", "nli", "mlm", "verifier")
 
@@ -61,6 +66,16 @@ class ModelEntry:
         lines = "".join(f"{f.kind} {f.sha256}\n" for f in self.files)
         return hashlib.sha256(lines.encode("utf-8")).hexdigest()
 
+    @property
+    def decisions_sha256(self) -> str:
+        """The sha256 of this entry's decision settings as they are now (see :func:`decisions_sha256`)."""
+        return decisions_sha256(self.extra)
+
+    @property
+    def recorded_decisions_sha256(self) -> str | None:
+        """The sha256 the build recorded (None for entries built before it was recorded)."""
+        return self.extra.get(DECISIONS_KEY)
+
     def to_json(self) -> dict:
         d = asdict(self)
         d["files"] = [asdict(f) for f in self.files]
@@ -70,6 +85,26 @@ class ModelEntry:
     def from_json(d: dict) -> "ModelEntry":
         files = tuple(ModelFile(**f) for f in d["files"])
         return ModelEntry(**{**d, "files": files})
+
+
+def decision_settings(extra: dict) -> dict:
+    """``extra`` without the recorded hash and the build reports (they change no decision)."""
+    out = {k: v for k, v in extra.items() if k not in (DECISIONS_KEY, REPORT_KEY)}
+    if isinstance(out.get("llm_combiners"), dict):  # per-LLM stacked combiners carry reports too
+        out["llm_combiners"] = {sha: ({k: v for k, v in rec.items() if k != REPORT_KEY} if isinstance(rec, dict)
+                                      else rec) for sha, rec in out["llm_combiners"].items()}
+    return out
+
+
+def decisions_sha256(extra: dict) -> str:
+    """sha256 of the canonical JSON of :func:`decision_settings`."""
+    text = json.dumps(decision_settings(extra), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def stamp_decisions(extra: dict) -> dict:
+    """``extra`` with its decision-settings hash recorded (build code calls this when it writes an entry)."""
+    return {**extra, DECISIONS_KEY: decisions_sha256(extra)}
 
 
 def describe_file(root: str | Path, rel_path: str | Path, kind: str) -> ModelFile:
@@ -86,10 +121,15 @@ class Bundle:
         self.entries: dict[str, ModelEntry] = {}
         mpath = self.root / MANIFEST_NAME
         if mpath.exists():
-            data = json.loads(mpath.read_text(encoding="utf-8"))
-            for e in data.get("models", []):
-                entry = ModelEntry.from_json(e)
-                self.entries[entry.name] = entry
+            try:
+                data = json.loads(mpath.read_text(encoding="utf-8"))
+                for e in data.get("models", []):
+                    entry = ModelEntry.from_json(e)
+                    self.entries[entry.name] = entry
+            except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+                raise ModelIntegrityError(
+                    f"the model manifest {mpath} is damaged ({type(e).__name__}: {e}); reinstall the models "
+                    "(`fscore-lite models install-default`) or restore the file") from None
 
     @property
     def manifest_path(self) -> Path:
@@ -105,20 +145,33 @@ class Bundle:
         self.entries[entry.name] = entry
 
     def get(self, name: str) -> ModelEntry:
+        """The entry to use, its decision settings checked (:meth:`check_decisions`)."""
         if name not in self.entries:
             have = ", ".join(sorted(self.entries)) or "none"
             raise ModelNotInstalled(
                 f"model '{name}' is not in {self.manifest_path} (installed: {have}). "
                 "Run `fscore-lite models install-default` or `fscore-lite models export`."
             )
-        return self.entries[name]
+        return self.check_decisions(self.entries[name])
+
+    def check_decisions(self, entry: ModelEntry) -> ModelEntry:
+        """``entry``, or ModelIntegrityError when its decision settings no longer match the hash
+        its build recorded (an entry without a recorded hash passes: see ``models verify``)."""
+        recorded = entry.recorded_decisions_sha256
+        if recorded is not None and recorded != entry.decisions_sha256:
+            raise ModelIntegrityError(
+                f"the decision settings of model '{entry.name}' in {self.manifest_path} (combiner weights, "
+                f"intercept, threshold and the rest of its settings) have sha256 {entry.decisions_sha256[:12]}…, "
+                f"but its build recorded {recorded[:12]}…: they were changed after the build; refusing to use "
+                "them. Restore the manifest, or rebuild the model.")
+        return entry
 
     def for_role(self, role: str) -> list[ModelEntry]:
         return [e for e in self.entries.values() if e.role == role]
 
     def first_for_role(self, role: str) -> ModelEntry | None:
         found = self.for_role(role)
-        return found[0] if found else None
+        return self.check_decisions(found[0]) if found else None
 
     def path(self, entry: ModelEntry, kind: str = "weights") -> Path:
         return self.root / entry.file(kind).path

@@ -58,10 +58,23 @@ def check_threads(threads) -> int:
     return threads
 
 
+MAX_PARALLEL = 3  # llm_parallel.MAX_WIDTH: 4 or more sequences a step change the bits
+
+
+def check_parallel(parallel) -> int:
+    """``--parallel``: 1 to 3 generations decoded together (the README's documented range)."""
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= MAX_PARALLEL:
+        raise FscoreError(f"--parallel must be 1 to {MAX_PARALLEL}, not {parallel!r} (with more than {MAX_PARALLEL} "
+                          "sequences a step the facts would no longer be the same bytes as one at a time)")
+    return parallel
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=_home)
-    threads: int = field(default_factory=_default_threads)
+    # None: FSCORE_LITE_THREADS, else all cores; the variable is read only when no count is given,
+    # and a bad value is an error only when the count is then used
+    threads: int | None = None
     models_dir: Path | None = None  # default: home / "models"
     store: Path | None = None  # default: home / "stores" / "demo"
     llm: str = field(default_factory=lambda: os.environ.get("FSCORE_LITE_LLM", DEFAULT_LLM))
@@ -70,15 +83,33 @@ class Settings:
     # LLM generations decoded together (atomic facts of a response); bit-identical to 1
     parallel: int = 3
     use_cache: bool = True
+    # whether a store was named (argument, --store or FSCORE_LITE_STORE); None: decided here
+    store_named: bool | None = None
 
     def __post_init__(self):
-        check_threads(self.threads)  # the value passed to every runtime, recorded in summaries
+        if object.__getattribute__(self, "threads") is None:
+            try:
+                object.__setattr__(self, "threads", _default_threads())
+            except FscoreError as e:
+                object.__setattr__(self, "_threads_error", e)  # raised when the count is used
+        else:
+            check_threads(self.threads)  # the value passed to every runtime, recorded in summaries
+        check_parallel(self.parallel)
+        if self.store_named is None:
+            named = self.store is not None or bool(os.environ.get("FSCORE_LITE_STORE"))
+            object.__setattr__(self, "store_named", named)
         if self.models_dir is None:
             env = os.environ.get("FSCORE_LITE_MODELS")
             object.__setattr__(self, "models_dir", Path(env).expanduser() if env else self.home / "models")
         if self.store is None:
             env = os.environ.get("FSCORE_LITE_STORE")
             object.__setattr__(self, "store", Path(env).expanduser() if env else self.home / "stores" / "demo")
+
+    def __getattribute__(self, name):
+        value = object.__getattribute__(self, name)
+        if name == "threads" and value is None:
+            raise object.__getattribute__(self, "_threads_error")
+        return value
 
     @property
     def demo_store(self) -> Path:
@@ -88,8 +119,8 @@ class Settings:
     @property
     def store_default(self) -> bool:
         """True when no store was named (argument, ``--store`` or ``FSCORE_LITE_STORE``) and the
-        demo store is used in its place."""
-        return Path(self.store) == self.demo_store
+        demo store is used in its place (naming the demo store's path is naming a store)."""
+        return not self.store_named
 
     @property
     def cache_path(self) -> Path:
@@ -98,4 +129,9 @@ class Settings:
 
     def with_(self, **changes) -> "Settings":
         """A copy with some fields changed; ``None`` values are ignored."""
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+        changes = {k: v for k, v in changes.items() if v is not None}
+        if "store" in changes:
+            changes.setdefault("store_named", True)
+        if "threads" not in changes and object.__getattribute__(self, "threads") is None:
+            changes["threads"] = None  # still unresolved (a bad FSCORE_LITE_THREADS): raised only on use
+        return replace(self, **changes)

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from fscore_lite.errors import FscoreError
-from fscore_lite.manifest import ROLES, Bundle, ModelEntry, ModelFile, describe_file
+from fscore_lite.manifest import ROLES, Bundle, ModelEntry, ModelFile, describe_file, stamp_decisions
 
 from .quantize import check_loads, external_data_files, quantize_int8
 
@@ -379,7 +379,7 @@ def export_model(
             quantization=quantization,
             license=license,
             source=source or f"exported from a local checkpoint folder named {ckpt.resolve().name}",
-            extra=extra,
+            extra=stamp_decisions(extra),
         )
         bundle = Bundle(bundle_root)  # re-read: another export may have saved meanwhile
         bundle.add(entry)

@@ -34,7 +34,7 @@ def _names(models_dir: Optional[Path]) -> dict[str, str]:
     root = Settings().with_(models_dir=models_dir).models_dir
     try:
         bundle = Bundle(root)
-    except (OSError, ValueError, KeyError, TypeError):  # no readable manifest: show sha256s only
+    except (OSError, ValueError, KeyError, TypeError, FscoreError):  # no readable manifest: sha256s only
         return {}
     out = {}
     for entry in bundle.entries.values():

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 
+from ..errors import FscoreError
 from ..settings import DEFAULT_LLM, Settings
 
 PACKAGES = ("numpy", "onnxruntime", "tokenizers", "hnswlib", "llama_cpp_python", "nltk", "typer", "spacy",
@@ -106,6 +107,16 @@ def collect(settings: Settings) -> dict:
                        "PAGES -o STORE and pass --store)")
 
     cache_path = settings.cache_path
+    from ..cache import check_cache, damaged
+
+    cache_problem = check_cache(cache_path)
+    if cache_problem:
+        missing.append(str(damaged(cache_path, cache_problem)))
+    try:
+        threads = settings.threads
+    except FscoreError as e:  # a bad FSCORE_LITE_THREADS is one problem among others here
+        threads = None
+        missing.append(f"{e} (or pass --threads N)")
     versions = {"fscore-lite": __version__, "python": platform.python_version()}
     for p in PACKAGES:
         versions[p] = _version(p)
@@ -114,10 +125,11 @@ def collect(settings: Settings) -> dict:
     optional_missing = {p: why for p, why in OPTIONAL.items() if versions.get(p) is None}
     return {
         "home": str(settings.home), "models_dir": str(settings.models_dir), "store": str(settings.store),
-        "threads": settings.threads, "llm": settings.llm, "embed": settings.embed,
+        "threads": threads, "llm": settings.llm, "embed": settings.embed,
         "models": models, "stores": stores,
         "cache": {"path": str(cache_path), "exists": cache_path.exists(),
-                  "size": _dir_size(cache_path) if cache_path.exists() else 0},
+                  "size": _dir_size(cache_path) if cache_path.exists() else 0, "ok": cache_problem is None,
+                  "problem": cache_problem},
         "versions": versions, "platform": f"{platform.system()} {platform.machine()}",
         "missing": missing, "optional_missing": optional_missing, "notes": notes,
     }
@@ -142,7 +154,8 @@ def format_doctor(d: dict) -> str:
         else:
             lines.append(f"  BAD{mark} {s['path']}: {s['error']}")
     c = d["cache"]
-    lines += ["", f"cache     {c['path']} ({human_size(c['size']) if c['exists'] else 'not created yet'})", "",
+    state = human_size(c["size"]) if c["exists"] else "not created yet"
+    lines += ["", f"cache     {c['path']} ({state}{'' if c['ok'] else ', BAD: ' + c['problem']})", "",
               "versions  " + ", ".join(f"{k} {v}" for k, v in d["versions"].items()
                                        if v and k not in ("fscore-lite", "python"))]
     if d["optional_missing"]:
@@ -162,7 +175,7 @@ def doctor(
     threads: int = typer.Option(None, "--threads", help="CPU threads (default: FSCORE_LITE_THREADS, else all cores)."),
 ) -> None:
     """What is installed (models with hashes, stores, cache, threads, versions) and what is missing."""
-    d = collect(Settings().with_(threads=threads))
+    d = collect(Settings(threads=threads))  # a bad FSCORE_LITE_THREADS is reported, not fatal
     typer.echo(json.dumps(d, indent=2) if as_json else format_doctor(d))
 
 

@@ -81,9 +81,18 @@ def verify(models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=
                 failed.append(f.path)
                 bad += 1
                 typer.echo(f"FAILED {f.path}: {e}", err=True)
+        try:  # the settings that change decisions (combiner, threshold, ...) are under a hash too
+            bundle.check_decisions(entry)
+        except ModelIntegrityError as e:
+            failed.append(f"{entry.name} (decision settings)")
+            bad += 1
+            typer.echo(f"FAILED {entry.name}: {e}", err=True)
+        if entry.recorded_decisions_sha256 is None and "combiner" in entry.extra:
+            typer.echo(f"note   {entry.name}: built before its decision settings were hashed; rebuild it so that "
+                       "a change to them is caught", err=True)
         typer.echo(f"{'ok    ' if not bad else 'FAILED'} {entry.name} ({len(entry.files)} files)")
     if failed:
-        typer.echo(f"{len(failed)} file(s) failed verification: {', '.join(failed)}", err=True)
+        typer.echo(f"{len(failed)} check(s) failed verification: {', '.join(failed)}", err=True)
         raise typer.Exit(1)
 
 

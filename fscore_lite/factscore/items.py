@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
-from ..io import read_jsonl, require_text
+from ..io import InputFile, read_input, read_jsonl, require_text
 
 MAX_OUTPUT_CHARS = 100_000
 
@@ -20,15 +20,20 @@ class Item:
     problem: tuple[str, str] | None = None  # (status, message) for items that cannot be scored
 
 
-def load_items(path: str | Path, max_output_chars: int = MAX_OUTPUT_CHARS) -> list[Item]:
+def load_items(path: str | Path | InputFile, max_output_chars: int = MAX_OUTPUT_CHARS) -> list[Item]:
     """Read and validate every line first: a broken file fails before any output is written.
+
+    ``path`` may be an :class:`InputFile` already read (a pipe can be read once only). Every
+    string is NFC-normalised, so composed and decomposed spellings score the same.
 
     Malformed JSON, non-UTF-8 bytes, a missing or non-string ``topic``/``output`` and a bad
     ``facts`` value are errors naming file and line. An empty output, or one longer than
     ``max_output_chars``, becomes a per-item status instead.
     """
+    data = read_input(path)
+    path = data.path
     items = []
-    for rec in read_jsonl(path):
+    for rec in read_jsonl(data, nfc=True):
         item = Item(rec.line, rec.data)
         item.topic = require_text(path, rec, "topic")
         facts = rec.data.get("facts")

@@ -1,6 +1,7 @@
 """What a FActScore run is asked to do (:class:`ScoreOptions`) and where its time goes (:class:`Timings`)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .abstain import MODES as ABSTAIN_MODES
@@ -32,6 +33,9 @@ class ScoreOptions:
     share: str = "adjusted"
     progress: bool = True
 
+    def __post_init__(self):
+        self.validate()  # where the options are made: a bad value stops the run before any work
+
     def validate(self) -> None:
         from ..errors import FscoreError
 
@@ -45,6 +49,20 @@ class ScoreOptions:
             raise FscoreError(f"--verifier must be one of {', '.join(VERIFIERS)}, not {self.verifier!r}")
         if self.max_output_chars < 1:
             raise FscoreError(f"--max-output-chars must be 1 or more, not {self.max_output_chars}")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise FscoreError(f"--k must be a whole number of passages, 1 or more, not {self.k!r} "
+                              "(a fact needs evidence to be decided)")
+        if not _finite(self.gamma) or self.gamma < 0:
+            raise FscoreError(f"--gamma must be a finite number, 0 or more (0 disables the length penalty), "
+                              f"not {self.gamma!r}")
+        if isinstance(self.context_budget, bool) or not isinstance(self.context_budget, int) or self.context_budget < 1:
+            raise FscoreError(f"--context-budget must be 1 or more tokens, not {self.context_budget!r}")
+        if not _finite(self.npm_threshold) or not 0 <= self.npm_threshold <= 1:
+            raise FscoreError(f"the NP threshold must be a probability from 0 to 1, not {self.npm_threshold!r}")
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 @dataclass

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from ..backends.onnx_session import session_spin
 from ..cache import CallCache
-from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs
+from ..io import OutputLock, ResumableJsonlWriter, atomic_write_json, check_writable_outputs, read_input
 from ..io import summary_path_for as io_summary_path_for
 from ..progress import Progress
-from ..settings import Settings
+from ..settings import Settings, check_threads
 from .abstain import is_abstained
 from .atomic_facts import describe_settings as atomic_fact_settings
 from .items import MAX_OUTPUT_CHARS, Item, load_items  # noqa: F401  (re-exported: the API)
@@ -135,7 +135,8 @@ class FactScorer:
         llm = self.settings.llm
         llm_id = self.bundle.get(llm).sha256 if llm in self.bundle.entries else str(llm)
         return {"settings": self.describe()["settings"], "llm": llm_id, "store": self.store.sha256,
-                "embed": self.embedder.sha256, "verifier": self.trained.sha256 if self.trained else None}
+                "embed": self.embedder.sha256, "verifier": self.trained.sha256 if self.trained else None,
+                "verifier_decisions": self.bundle.get(self.trained.name).decisions_sha256 if self.trained else None}
 
     def describe(self) -> dict:
         """Models, store and settings, for the summary (the LLM only when it was used)."""
@@ -151,7 +152,8 @@ class FactScorer:
             entry = self.bundle.get(self.trained.name).to_json()
             # the training reports are long
             entry["extra"] = {k: v for k, v in entry["extra"].items() if k not in ("training", "llm_combiners")}
-            models["verifier"] = entry | {"sha256": self.trained.sha256}
+            models["verifier"] = entry | {"sha256": self.trained.sha256,
+                                          "decisions_sha256": self.bundle.get(self.trained.name).decisions_sha256}
             if self.verifier_kind == "llm+trained":
                 models["llm_combiner"] = {k: v for k, v in self.fact_verifier.record.items() if k != "training"}
         if self.npm is not None:
@@ -177,7 +179,7 @@ class FactScorer:
                 "npm_passages": NPM_PASSAGES if o.npm else None,
                 "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
                 "onnx_spin_us": session_spin(self.settings.threads),
-                "decode_parallel": self.settings.parallel,
+                "decode_parallel": self.settings.parallel if self.llm_loaded else None,  # no LLM: nothing decoded
             },
         }
 
@@ -270,8 +272,8 @@ class FactScorer:
         return rec
 
 
-def _run_key(path: Path, scorer: FactScorer) -> str:
-    h = hashlib.sha256(path.read_bytes())
+def _run_key(raw: bytes, scorer: FactScorer) -> str:
+    h = hashlib.sha256(raw)
     h.update(json.dumps(scorer.identity(), sort_keys=True).encode())
     return h.hexdigest()
 
@@ -288,16 +290,24 @@ def score_file(input_path: str | Path, output_path: str | Path, settings: Settin
     The input is read and checked, and every output path checked (not an input file, not a
     directory, writable), before any model is loaded."""
     settings = settings or Settings()
+    check_threads(settings.threads)  # a bad FSCORE_LITE_THREADS (no --threads) stops here, before any work
     options = options or ScoreOptions()
     input_path, output_path = Path(input_path), Path(output_path)
     summary_path = Path(summary_path) if summary_path else summary_path_for(output_path)
-    items = load_items(input_path, options.max_output_chars)
+    data = read_input(input_path)  # once: a pipe cannot be read twice
+    items = load_items(data, options.max_output_chars)
     check_writable_outputs([output_path, summary_path, output_path.with_name(output_path.name + ".partial")],
                            inputs=[input_path])
     t_start = time.monotonic()
-    scorer = scorer or FactScorer(settings, options)
-    t_loaded = time.monotonic()
-    writer = ResumableJsonlWriter(output_path, resume=resume, run_key=_run_key(input_path, scorer))
+    lock = OutputLock([output_path, summary_path]).acquire()  # one run per output, taken before models load
+    try:
+        scorer = scorer or FactScorer(settings, options)
+        t_loaded = time.monotonic()
+        writer = ResumableJsonlWriter(output_path, resume=resume, run_key=_run_key(data.raw, scorer),
+                                      lines=[it.line for it in items], lock=lock)
+    except BaseException:
+        lock.release()
+        raise
     progress = Progress(len(items), "factscore", enabled=options.progress)
     # a stand-in scorer (tests, tools) may take the item alone
     with_progress = "progress" in inspect.signature(scorer.score_item).parameters

@@ -19,36 +19,27 @@ from pathlib import Path
 from ..backends.onnx_session import session_spin
 from ..cache import CallCache
 from ..errors import InputError
-from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs, read_records, require_text
+from ..io import (OutputLock, ResumableJsonlWriter, atomic_write_json, check_writable_outputs, read_input,
+                  read_records, require_text)
 from ..io import summary_path_for
 from ..progress import Progress  # noqa: F401  (also imported from here by the Q² meta-eval)
-from ..settings import Settings
+from ..settings import Settings, check_threads
 from .score import STAGES, Q2Options, StageTimer, e2e_nli_score, score_response
 
 RESULT_KEYS = ("status", "Q2", "Q2_no_nli", "no_valid_question", "fallback", "candidates", "questions")
 
 
 def read_q2_rows(path) -> list:
-    """All records of ``path`` with ``response`` and ``knowledge`` checked (InputError on bad input)."""
-    if str(path).lower().endswith(".csv") and Path(path).is_file():
-        _check_utf8(path)
-    records = list(read_records(path))
+    """All records of ``path`` (a path or an :class:`InputFile` already read) with ``response``
+    and ``knowledge`` checked (InputError on bad input); text is NFC-normalised."""
+    data = read_input(path)
+    records = list(read_records(data, nfc=True))
     if not records:
-        raise InputError(path, None, "no input rows")
+        raise InputError(data.path, None, "no input rows")
     for rec in records:
-        require_text(path, rec, "response", allow_empty=True)
-        require_text(path, rec, "knowledge", allow_empty=True)
+        require_text(data.path, rec, "response", allow_empty=True)
+        require_text(data.path, rec, "knowledge", allow_empty=True)
     return records
-
-
-def _check_utf8(path) -> None:
-    """Locate undecodable bytes by line (the CSV reader can only give a byte offset)."""
-    raw = Path(path).read_bytes()
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise InputError(path, line, f"not valid UTF-8 (byte {raw[e.start:e.start + 1]!r})") from None
 
 
 class Q2Scorer:
@@ -138,14 +129,22 @@ def run_q2(input_path, out_path, settings: Settings | None = None, *, options: Q
     """Score every row of ``input_path`` into ``out_path`` (JSONL) and write the summary JSON
     (default ``OUT.summary.json``); returns the summary."""
     t_start = time.perf_counter()
-    records = read_q2_rows(input_path)  # all input is checked before any output exists
+    check_threads((settings or Settings()).threads)  # a bad FSCORE_LITE_THREADS (no --threads) stops here
+    data = read_input(input_path)  # once: a pipe cannot be read twice
+    records = read_q2_rows(data)  # all input is checked before any output exists
     out_path = Path(out_path)
     summary_path = Path(summary_path) if summary_path else summary_path_for(out_path)
     # and every output path, before any model is loaded
     check_writable_outputs([out_path, summary_path, out_path.with_name(out_path.name + ".partial")],
                            inputs=[input_path])
-    scorer = scorer or Q2Scorer(settings, options=options, backend=backend, precision=precision)
-    writer = ResumableJsonlWriter(out_path, resume=resume, run_key=scorer.run_key(file_sha256(input_path)))
+    lock = OutputLock([out_path, summary_path]).acquire()  # one run per output, taken before models load
+    try:
+        scorer = scorer or Q2Scorer(settings, options=options, backend=backend, precision=precision)
+        writer = ResumableJsonlWriter(out_path, resume=resume, run_key=scorer.run_key(data.sha256),
+                                      lines=[r.line for r in records], lock=lock)
+    except BaseException:
+        lock.release()
+        raise
     resumed = sum(1 for r in records if writer.done(r.line))
     bar = Progress(len(records), "q2", enabled=progress, item_unit="responses")
     hits0, misses0 = scorer.cache.hits, scorer.cache.misses

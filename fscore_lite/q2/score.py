@@ -44,7 +44,9 @@ class Q2Options:
 
     def __post_init__(self):
         if self.questions not in ("single", "multi"):
-            raise ValueError(f"questions must be 'single' or 'multi', not {self.questions!r}")
+            from ..errors import FscoreError
+
+            raise FscoreError(f"--questions must be single or multi, not {self.questions!r}")
 
     def to_json(self) -> dict:
         return asdict(self)

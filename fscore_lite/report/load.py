@@ -31,21 +31,49 @@ def summary_candidates(path: Path) -> list[Path]:
     return [path.with_name(stem + ".summary.json"), path.with_name(path.name + ".summary.json")]
 
 
+def check_report_paths(runs: list[str | Path], output: str | Path) -> None:
+    """Refuse, before any work, an output that is one of the runs or a run's summary (however
+    spelled: ``./run.jsonl``, a link), or a run that is a folder."""
+    from ..io import same_file
+
+    for run in map(Path, runs):
+        if run.is_dir():
+            raise FscoreError(f"{run}: is a directory; give the per-item JSONL that `score` or `q2` wrote "
+                              f"(for example {run / 'out.jsonl'})")
+        for kept in (run, *summary_candidates(run)):
+            if same_file(output, kept):
+                raise FscoreError(f"{output}: refusing to write the report there: it is {kept}, "
+                                  f"{'a run given to the report' if kept == run else 'the summary of ' + str(run)}; "
+                                  "choose another -o (for example report.html)")
+    if Path(output).is_dir():
+        raise FscoreError(f"{output}: is a directory; give a file path (for example {Path(output) / 'report.html'})")
+
+
+def _refuse_constant(text: str):
+    raise ValueError(f"the number {text} is not JSON (not finite)")
+
+
 def read_records(path: Path) -> list[dict]:
     records = []
+    if path.is_dir():
+        raise FscoreError(f"{path}: is a directory, not a run's JSONL")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise FscoreError(f"{path}: no such file") from None
+    except OSError as e:
+        raise FscoreError(f"{path}: cannot read ({e.strerror or e})") from None
     except UnicodeDecodeError as e:
         raise FscoreError(f"{path}: not valid UTF-8 ({e.reason})") from None
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = json.loads(line, parse_constant=_refuse_constant)
         except json.JSONDecodeError as e:
             raise FscoreError(f"{path}:{n}: not JSON ({e.msg})") from None
+        except ValueError as e:  # NaN or Infinity: the report's embedded data would not load
+            raise FscoreError(f"{path}:{n}: {e}") from None
         if not isinstance(rec, dict):
             raise FscoreError(f"{path}:{n}: expected a JSON object per line")
         records.append(rec)
@@ -79,9 +107,9 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
     for cand in summary_candidates(path):
         if cand.is_file():
             try:
-                summary = json.loads(cand.read_text(encoding="utf-8"))
+                summary = json.loads(cand.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
                 summary_path = cand
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (ValueError, OSError):  # malformed, not UTF-8, NaN: the run is shown without it
                 summary = None
             break
     return Run(path, name or run_name(path), kind, records, summary if isinstance(summary, dict) else None,

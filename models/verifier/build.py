@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from fscore_lite.errors import FscoreError
-from fscore_lite.manifest import Bundle, ModelEntry
+from fscore_lite.manifest import Bundle, ModelEntry, stamp_decisions
 
 from . import fact_stage
 from .fact_stage import FactStageConfig, stage1_checkpoint
@@ -268,8 +268,9 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         files=ce_entry.files, quantization=ce_entry.quantization, license=VERIFIER_LICENSE,
         source=f"trained here by `fscore-lite models train verifier` ({len(ex.topics)} FActScore topics"
                + (", cross-encoder continued on their facts)" if fact_report else ")"),
-        extra={**ce_entry.extra, "combiner": comb.to_json(), "window_tokens": cfg.window_tokens,
-               "ce_passages": cfg.ce_passages, "k": cfg.k, "nli_model": cfg.nli_name, "training": report},
+        extra=stamp_decisions({**ce_entry.extra, "combiner": comb.to_json(), "window_tokens": cfg.window_tokens,
+                               "ce_passages": cfg.ce_passages, "k": cfg.k, "nli_model": cfg.nli_name,
+                               "training": report}),
     )
     bundle = Bundle(bundle_dir)
     nli = bundle.get(cfg.nli_name)

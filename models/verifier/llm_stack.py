@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from fscore_lite.errors import FscoreError
-from fscore_lite.manifest import Bundle, ModelEntry
+from fscore_lite.manifest import Bundle, ModelEntry, stamp_decisions
 
 from .sources import shipped_data
 
@@ -92,6 +92,7 @@ def train_llm_combiner(bundle_dir: str | Path, settings, llm=None, every: int = 
     if current.sha256 != ventry.sha256 or current.extra.get("combiner") != ventry.extra["combiner"]:
         raise FscoreError(f"{ventry.name} changed in {bundle.manifest_path} while the combiner was fitted; run again")
     stacks = {**current.extra.get("llm_combiners", {}), llm.sha256: record}
-    bundle.add(ModelEntry(**{**current.__dict__, "extra": {**current.extra, "llm_combiners": stacks}}))
+    # current came through bundle.get, which refuses hand-edited decision settings: restamping blesses nothing
+    bundle.add(ModelEntry(**{**current.__dict__, "extra": stamp_decisions({**current.extra, "llm_combiners": stacks})}))
     bundle.save()
     return record

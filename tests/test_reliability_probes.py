@@ -1,0 +1,290 @@
+"""The probe battery of issue 22: bad inputs, outputs, settings, corrupted cache / store /
+manifest, concurrent runs, each run as a user would (``python -m fscore_lite ...`` in a fresh
+home with no models). Every probe must end in its expected exit status and message, never in a
+traceback, and must leave the files it should not touch as they were.
+
+``python -m tests.test_reliability_probes`` runs the battery and prints the table that
+docs/RELIABILITY.md keeps (probe, command, exit status, first line of the message).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+ITEM = {"topic": "Ann Lee", "facts": ["Ann Lee is a painter."]}
+RUN_RECORD = {"topic": "Ann Lee", "status": "ok", "score": 1.0, "init_score": 1.0, "num_facts": 1,
+              "decisions": [{"atom": "Ann Lee is a painter.", "is_supported": True}]}
+
+
+@dataclass
+class Probe:
+    name: str
+    args: list[str]  # "{d}" stands for the probe's folder
+    rc: int
+    expect: str  # in stderr (an error) or stdout (rc 0)
+    setup: Callable[[Path], None] = lambda d: None
+    env: dict = field(default_factory=dict)
+    unchanged: tuple[str, ...] = ()  # files (in {d}) that must keep their bytes
+    absent: tuple[str, ...] = ()  # files that must not exist afterwards
+
+
+def _w(name: str, data: bytes | str) -> Callable[[Path], None]:
+    def setup(d: Path) -> None:
+        (d / name).write_bytes(data.encode() if isinstance(data, str) else data)
+    return setup
+
+
+def _all(*steps) -> Callable[[Path], None]:
+    return lambda d: [s(d) for s in steps]
+
+
+def _mkdir(name: str) -> Callable[[Path], None]:
+    return lambda d: (d / name).mkdir(parents=True)
+
+
+def _fifo(name: str, data: str) -> Callable[[Path], None]:
+    def setup(d: Path) -> None:
+        os.mkfifo(d / name)
+        # a writer that feeds the pipe once, then exits (a second open would wait forever)
+        subprocess.Popen([sys.executable, "-c", f"open({str(d / name)!r}, 'w').write({data!r})"])
+    return setup
+
+
+GOOD = json.dumps(ITEM) + "\n"
+RUN = _all(_w("run.jsonl", json.dumps(RUN_RECORD) + "\n"), _w("run.summary.json", '{"num_items": 1}\n'))
+MANIFEST_EDITED = "models/manifest.json"
+
+
+def _edited_intercept(d: Path) -> None:
+    from fscore_lite.manifest import Bundle, ModelEntry, describe_file, stamp_decisions
+
+    root = d / "home" / "models"
+    (root / "v").mkdir(parents=True)
+    (root / "v" / "w.onnx").write_bytes(b"weights")
+    b = Bundle(root)
+    b.add(ModelEntry("verifier-x", "verifier", "ce", (describe_file(root, "v/w.onnx", "weights"),),
+                     extra=stamp_decisions({"combiner": {"weights": [1.0], "intercept": -2.0, "threshold": 0.5}})))
+    b.save()
+    data = json.loads((root / "manifest.json").read_text())
+    data["models"][0]["extra"]["combiner"]["intercept"] = -1.5
+    (root / "manifest.json").write_text(json.dumps(data))
+
+
+def _store_garbage(d: Path) -> None:
+    (d / "store").mkdir()
+    for name in ("manifest.json", "passages.sqlite", "vectors.npy"):
+        (d / "store" / name).write_bytes(b"\x00garbage" * 50)
+
+
+PROBES = [
+    # ---- inputs
+    Probe("bad JSON", ["score", "{d}/in.jsonl", "-o", "{d}/o.jsonl"], 2, "in.jsonl:2: malformed JSON",
+          _w("in.jsonl", GOOD + '{"topic": "x",\n'), absent=("o.jsonl", "o.jsonl.partial")),
+    Probe("non-UTF-8 bytes", ["score", "{d}/in.jsonl"], 2, "in.jsonl:1: not valid UTF-8",
+          _w("in.jsonl", b'{"topic": "\xff"}\n')),
+    Probe("empty input", ["score", "{d}/in.jsonl"], 2, "no input items", _w("in.jsonl", "")),
+    Probe("input is a folder", ["score", "{d}/in.jsonl"], 2, "is a directory, not an input file",
+          _mkdir("in.jsonl")),
+    Probe("missing input", ["score", "{d}/nope.jsonl"], 2, "nope.jsonl: file not found"),
+    Probe("JSON array line", ["score", "{d}/in.jsonl"], 2, "in.jsonl:1: expected a JSON object, got list",
+          _w("in.jsonl", "[1, 2]\n")),
+    Probe("facts not a list", ["score", "{d}/in.jsonl"], 2, "in.jsonl:1: field 'facts' must be a list of strings",
+          _w("in.jsonl", '{"topic": "A", "facts": "x"}\n')),
+    Probe("lone surrogate in a fact", ["score", "{d}/in.jsonl", "-o", "{d}/o.jsonl"], 2,
+          "in.jsonl:2: field 'facts' contains a lone surrogate",
+          _w("in.jsonl", GOOD + '{"topic": "B", "facts": ["\\ud800"]}\n'), absent=("o.jsonl", "o.jsonl.partial")),
+    Probe("lone surrogate in an extra field", ["score", "{d}/in.jsonl"], 2, "in.jsonl:1: field 'note' contains",
+          _w("in.jsonl", '{"topic": "B", "facts": [], "note": "\\udfff"}\n')),
+    Probe("NaN in an input field", ["score", "{d}/in.jsonl"], 2, "in.jsonl:1: the number NaN is not finite",
+          _w("in.jsonl", '{"topic": "B", "facts": [], "w": NaN}\n')),
+    Probe("1e999 in an input field", ["q2", "{d}/in.jsonl"], 2, "in.jsonl:1: the number 1e999 is not finite",
+          _w("in.jsonl", '{"response": "a", "knowledge": "b", "w": 1e999}\n')),
+    Probe("CSV unterminated quote", ["q2", "{d}/in.csv", "-o", "{d}/o.jsonl"], 2,
+          "in.csv:3: malformed CSV: a quoted field starts on this line and is never closed",
+          _w("in.csv", 'response,knowledge\na,b\nc,"d\ne,f\n'), absent=("o.jsonl",)),
+    Probe("CSV extra field", ["q2", "{d}/in.csv"], 2, "in.csv:2: row has more fields than the header",
+          _w("in.csv", "response,knowledge\na,b,c\n")),
+    Probe("CSV non-UTF-8", ["q2", "{d}/in.csv"], 2, "in.csv:3: not valid UTF-8",
+          _w("in.csv", b"response,knowledge\na,b\n\xff,c\n")),
+    Probe("FIFO input (read once)", ["score", "{d}/in.fifo", "-o", "{d}/o.jsonl"], 2,
+          "passage store",  # read, checked, then stops at the missing store: no hang
+          _fifo("in.fifo", GOOD)),
+    # ---- outputs
+    Probe("-o is the input", ["score", "{d}/in.jsonl", "-o", "{d}/./in.jsonl"], 2, "it is the input file",
+          _w("in.jsonl", GOOD), unchanged=("in.jsonl",)),
+    Probe("-o is a folder", ["score", "{d}/in.jsonl", "-o", "{d}/out"], 2, "is a directory",
+          _all(_w("in.jsonl", GOOD), _mkdir("out"))),
+    Probe("-o under a file", ["score", "{d}/in.jsonl", "-o", "{d}/in.jsonl/o.jsonl"], 2, "is not a folder",
+          _w("in.jsonl", GOOD), unchanged=("in.jsonl",)),
+    Probe("output held by another run", ["score", "{d}/in.jsonl", "-o", "{d}/o.jsonl"], 2,
+          "o.jsonl: another run (process", _w("in.jsonl", GOOD), unchanged=("o.jsonl.partial",)),
+    Probe("report -o its run", ["report", "{d}/run.jsonl", "-o", "{d}/run.jsonl"], 2,
+          "refusing to write the report there", RUN, unchanged=("run.jsonl", "run.summary.json")),
+    Probe("report -o ./its run", ["report", "{d}/run.jsonl", "-o", "{d}/./run.jsonl"], 2,
+          "refusing to write the report there", RUN, unchanged=("run.jsonl",)),
+    Probe("report -o the run's summary", ["report", "{d}/run.jsonl", "-o", "{d}/run.summary.json"], 2,
+          "the summary of", RUN, unchanged=("run.summary.json",)),
+    Probe("report DIR", ["report", "{d}/runs"], 2, "runs: is a directory", _mkdir("runs")),
+    Probe("report --bootstrap 0", ["report", "{d}/run.jsonl", "--bootstrap", "0", "-o", "{d}/r.html"], 2,
+          "--bootstrap must be 1 or more", RUN, absent=("r.html",)),
+    Probe("report --bootstrap -5", ["report", "{d}/run.jsonl", "--bootstrap", "-5", "-o", "{d}/r.html"], 2,
+          "--bootstrap must be 1 or more", RUN),
+    Probe("report of a non-run", ["report", "{d}/in.jsonl", "-o", "{d}/r.html"], 2,
+          "neither `score` output", _w("in.jsonl", GOOD)),
+    Probe("report of a run with NaN", ["report", "{d}/nan.jsonl", "-o", "{d}/r.html"], 2,
+          "nan.jsonl:1: the number NaN is not JSON", _w("nan.jsonl", '{"init_score": NaN, "decisions": []}\n'),
+          absent=("r.html",)),
+    Probe("report ok", ["report", "{d}/run.jsonl", "-o", "{d}/r.html", "--bootstrap", "10"], 0, "r.html", RUN),
+    # ---- settings
+    Probe("--k 0", ["score", "{d}/in.jsonl", "--k", "0"], 2, "--k must be a whole number of passages, 1 or more",
+          _w("in.jsonl", GOOD)),
+    Probe("--k -1", ["score", "{d}/in.jsonl", "--k", "-1"], 2, "--k must be", _w("in.jsonl", GOOD)),
+    Probe("--gamma nan", ["score", "{d}/in.jsonl", "--gamma", "nan"], 2, "--gamma must be a finite number",
+          _w("in.jsonl", GOOD)),
+    Probe("--gamma -5", ["score", "{d}/in.jsonl", "--gamma", "-5"], 2, "--gamma must be", _w("in.jsonl", GOOD)),
+    Probe("--gamma inf", ["score", "{d}/in.jsonl", "--gamma", "inf"], 2, "--gamma must be", _w("in.jsonl", GOOD)),
+    Probe("--context-budget 0", ["score", "{d}/in.jsonl", "--context-budget", "0"], 2,
+          "--context-budget must be 1 or more", _w("in.jsonl", GOOD)),
+    Probe("--parallel 4", ["score", "{d}/in.jsonl", "--parallel", "4"], 2, "--parallel must be 1 to 3, not 4",
+          _w("in.jsonl", GOOD)),
+    Probe("--parallel 0", ["score", "{d}/in.jsonl", "--parallel", "0"], 2, "--parallel must be 1 to 3",
+          _w("in.jsonl", GOOD)),
+    Probe("--threads 0", ["score", "{d}/in.jsonl", "--threads", "0"], 2, "--threads must be 1 or more",
+          _w("in.jsonl", GOOD)),
+    Probe("FSCORE_LITE_THREADS=abc", ["score", "{d}/in.jsonl"], 2, "FSCORE_LITE_THREADS must be a whole number",
+          _w("in.jsonl", GOOD), env={"FSCORE_LITE_THREADS": "abc"}),
+    Probe("FSCORE_LITE_THREADS=abc with --threads", ["score", "{d}/in.jsonl", "--threads", "1"], 2,
+          "passage store",  # the variable is not read; the run stops later, at the missing store
+          _w("in.jsonl", GOOD), env={"FSCORE_LITE_THREADS": "abc"}),
+    Probe("doctor with FSCORE_LITE_THREADS=abc", ["doctor"], 0, "FSCORE_LITE_THREADS must be a whole number",
+          env={"FSCORE_LITE_THREADS": "abc"}),
+    Probe("cache info with FSCORE_LITE_THREADS=abc", ["cache", "info"], 0, '"exists": false',
+          env={"FSCORE_LITE_THREADS": "abc"}),
+    Probe("--mode bogus", ["score", "{d}/in.jsonl", "--mode", "x"], 2, "--mode must be parity or shared-context",
+          _w("in.jsonl", GOOD)),
+    # ---- corrupted cache, store, manifest
+    Probe("damaged cache: doctor", ["doctor"], 0, "the call cache", _all(_mkdir("home"), _w("home/calls.sqlite",
+                                                                                            b"garbage" * 100))),
+    Probe("damaged cache: cache info", ["cache", "info"], 2, "--no-cache",
+          _all(_mkdir("home"), _w("home/calls.sqlite", b"garbage" * 100))),
+    Probe("damaged cache: cache prune", ["cache", "prune", "--older-than", "0"], 2, "aside",
+          _all(_mkdir("home"), _w("home/calls.sqlite", b"garbage" * 100)), unchanged=("home/calls.sqlite",)),
+    Probe("cache is a folder", ["cache", "info"], 2, "it is a folder", _mkdir("home/calls.sqlite")),
+    Probe("damaged manifest: score", ["score", "{d}/in.jsonl"], 2, "manifest.json is damaged",
+          _all(_w("in.jsonl", GOOD), _mkdir("home/models"), _w("home/models/manifest.json", "garbage"))),
+    Probe("damaged manifest: models verify", ["models", "verify"], 2, "is damaged",
+          _all(_mkdir("home/models"), _w("home/models/manifest.json", '{"models": [{"name": 1}]}'))),
+    Probe("damaged manifest: doctor", ["doctor"], 0, "is damaged",
+          _all(_mkdir("home/models"), _w("home/models/manifest.json", "[1]"))),
+    Probe("hand-edited intercept: models verify", ["models", "verify"], 1, "changed after the build",
+          _edited_intercept),
+    Probe("garbage store: kb verify", ["kb", "verify", "{d}/store"], 2, "store", _store_garbage),
+    Probe("garbage store: score", ["score", "{d}/in.jsonl", "--store", "{d}/store"], 2, "store",
+          _all(_w("in.jsonl", GOOD), _store_garbage)),
+]
+
+
+def _hold_output(d: Path):
+    """A process that holds {d}/o.jsonl as a running `score` does (its lock); returns it."""
+    code = ("import sys, time; from fscore_lite.io import ResumableJsonlWriter as W; "
+            f"w = W({str(d / 'o.jsonl')!r}, run_key='first'); print('held', flush=True); time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    assert child.stdout.readline().strip() == "held"
+    return child
+
+
+def run_probe(p: Probe, d: Path) -> tuple[subprocess.CompletedProcess, str, dict]:
+    p.setup(d)
+    before = {f: (d / f).read_bytes() for f in p.unchanged if (d / f).is_file()}
+    env = dict(os.environ, FSCORE_LITE_HOME=str(d / "home"), FSCORE_LITE_THREADS="1")
+    env.pop("FSCORE_LITE_STORE", None)
+    env.pop("FSCORE_LITE_MODELS", None)
+    env.update(p.env)
+    holder = _hold_output(d) if p.name == "output held by another run" else None
+    if holder:
+        before["o.jsonl.partial"] = (d / "o.jsonl.partial").read_bytes()
+    args = [a.replace("{d}", str(d)) for a in p.args]
+    try:
+        proc = subprocess.run([sys.executable, "-m", "fscore_lite", *args], capture_output=True, text=True,
+                              env=env, timeout=120, cwd=d)
+    finally:
+        if holder:
+            holder.kill()
+            holder.wait()
+    cmd = "fscore-lite " + " ".join(a.replace(str(d) + "/", "").replace(str(d), ".") for a in p.args
+                                    ).replace("{d}/", "").replace("{d}", ".")
+    return proc, cmd, before
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=[p.name for p in PROBES])
+def test_probe(tmp_path, probe):
+    d = tmp_path
+    proc, _, before = run_probe(probe, d)
+    out = proc.stderr if probe.rc else proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
+    assert proc.returncode == probe.rc, (proc.returncode, proc.stderr)
+    if probe.rc == 2:
+        assert proc.stderr.startswith("error: "), proc.stderr
+    assert probe.expect in out, out
+    for f, data in before.items():
+        assert (d / f).read_bytes() == data, f"{f} was changed"
+    for f in probe.absent:
+        assert not (d / f).exists(), f"{f} was written"
+    if probe.name != "output held by another run":  # there the holder was killed: its lock file stays, unlocked
+        assert not list(d.glob("*.lock")), "a lock file was left behind"
+
+
+def test_two_real_runs_on_one_output(tmp_path):
+    """A `score` run in progress (through the production score_file, with a stand-in scorer that
+    waits at its first item until the test lets it go on) and a second `score` started on the
+    same -o: the second stops at once naming the first's process; the first then finishes with
+    its own items only."""
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps({"topic": f"A{i}", "facts": ["x"]}) + "\n" for i in range(3)))
+    b.write_text("".join(json.dumps({"topic": f"B{i}", "facts": ["x"]}) + "\n" for i in range(3)))
+    out, go = tmp_path / "o.jsonl", tmp_path / "go"
+    code = ("import os, time, sys; sys.path.insert(0, %r); from tests.test_paths import FakeScorer\n"
+            "from fscore_lite.factscore.pipeline import ScoreOptions, score_file\n"
+            "class Held(FakeScorer):\n"
+            "    def score_item(self, item):\n"
+            "        print('item', flush=True)\n"
+            "        while not os.path.exists(%r): time.sleep(0.05)\n"
+            "        return super().score_item(item)\n"
+            "score_file(%r, %r, options=ScoreOptions(progress=False), scorer=Held())\n"
+            ) % (str(REPO), str(go), str(a), str(out))
+    first = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "item"
+        env = dict(os.environ, FSCORE_LITE_HOME=str(tmp_path / "home"), FSCORE_LITE_THREADS="1")
+        second = subprocess.run([sys.executable, "-m", "fscore_lite", "score", str(b), "-o", str(out)],
+                                capture_output=True, text=True, env=env, timeout=120)
+        assert second.returncode == 2 and f"another run (process {first.pid})" in second.stderr, second.stderr
+    finally:
+        go.touch()
+        code = first.wait(120)
+    assert code == 0
+    assert [json.loads(x)["topic"] for x in out.read_text().splitlines()] == ["A0", "A1", "A2"]
+    assert not list(tmp_path.glob("*.lock"))
+
+
+if __name__ == "__main__":  # the table of docs/RELIABILITY.md
+    import tempfile
+
+    print("| probe | command | exit | message (first line) |\n|---|---|---|---|")
+    for p in PROBES:
+        with tempfile.TemporaryDirectory() as t:
+            proc, cmd, _ = run_probe(p, Path(t))
+            first = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+            msg = next((x for x in first if p.expect in x), first[0] if first else "")
+            msg = msg.replace(t + "/", "").replace(t, ".").replace("|", "\\|")
+            flag = "" if ("Traceback" not in proc.stderr and proc.returncode == p.rc) else " **UNEXPECTED**"
+            print(f"| {p.name} | `{cmd}` | {proc.returncode}{flag} | {msg[:160]} |")
