@@ -224,6 +224,8 @@ def _trained_with(models_dir: Path, cfg, data: Optional[Path], builder: int) -> 
     if cfg.name not in bundle.entries or cfg.nli_name not in bundle.entries:
         return False
     entry = bundle.get(cfg.name)
+    if entry.recorded_decisions_sha256 is None:  # built before decision settings were hashed: rebuild
+        return False
     training = entry.extra.get("training", {})
     recorded = {k: v for k, v in training.get("config", {}).items() if k != "bf16"}
     wanted = {k: v for k, v in asdict(cfg).items() if k != "bf16"}
