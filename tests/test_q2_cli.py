@@ -107,7 +107,7 @@ def test_resume_continues_without_redoing_or_duplicating(tmp_path, tiny_bundle):
     assert out.read_bytes() == full.read_bytes()  # same bytes, no duplicates, input order
     assert not (tmp_path / "out.jsonl.partial").exists()
     summary = json.loads((tmp_path / "out.summary.json").read_text())  # OUT.summary.json, as for score
-    assert summary["resumed_items"] == 2 and summary["n_items"] == 5
+    assert summary["timings"]["items_resumed"] == 2 and summary["num_items"] == 5
     items = [json.loads(x) for x in out.read_text().splitlines()]
     assert [it["status"] for it in items] == ["ok", "empty_response", "ok", "empty_knowledge", "ok"]
     assert summary["status_counts"] == {"ok": 3, "empty_response": 1, "empty_knowledge": 1}

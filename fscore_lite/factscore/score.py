@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import math
 
+from ..records import RESPONSE_STATUSES
+from ..records import mean as _mean
+
 GAMMA = 10
-# Items that count toward respond_ratio: scored, abstained, or left without facts (as in the reference).
-RESPONSE_STATUSES = ("ok", "abstained", "no_facts", "empty_output")
 
 
 def length_penalty(n_facts: int, gamma: float = GAMMA) -> float:
@@ -20,10 +21,6 @@ def response_score(supported: list[bool], gamma: float = GAMMA, share: float | N
     (the reference), or ``share`` when the verifier estimates it (PACC, ``estimated_share``)."""
     raw = sum(1.0 for s in supported if s) / len(supported) if share is None else share
     return raw * length_penalty(len(supported), gamma), raw
-
-
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
 
 
 def _score_ci95(scores: list[float]) -> list[float] | None:

@@ -16,6 +16,7 @@ from .compare import e2e_pair, e2e_score, knowledge_f1, needs_nli, nli_pair, que
 from .spans import answer_candidates, is_personal_question
 
 STAGES = ("candidates", "qg", "qa_response", "qa_knowledge", "nli", "fallback")
+QUESTIONS = ("single", "multi")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class Q2Options:
     call per question (False, the reference's way), faster; logits differ only by float
     rounding (int8: by the activation scale of the batch). Batches are fixed by the response,
     never by other rows. ``batch_qg``: QG's part of that on its own (None: as ``batch``).
+    ``backend`` and ``precision`` choose the models (:mod:`.roles`); the summary records them
+    under ``backends`` and ``precision``, not with the method options.
     """
 
     questions: str = "single"
@@ -40,13 +43,25 @@ class Q2Options:
     no_nli_gets_fallback: bool = True
     batch: bool = True
     batch_qg: bool | None = None
+    backend: str = "auto"
+    precision: str = "int8"
+
+    @staticmethod
+    def choices() -> dict[str, tuple[str, ...]]:
+        from .roles import BACKENDS, PRECISIONS
+
+        return {"questions": QUESTIONS, "backend": BACKENDS, "precision": PRECISIONS}
 
     def __post_init__(self):
-        if self.questions not in ("single", "multi"):
-            raise ValueError(f"questions must be 'single' or 'multi', not {self.questions!r}")
+        from ..errors import FscoreError
+
+        for name, allowed in self.choices().items():
+            if getattr(self, name) not in allowed:
+                raise FscoreError(f"--{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """The method options (the summary's ``options``)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("backend", "precision")}
 
 
 @dataclass

@@ -6,18 +6,13 @@ from pathlib import Path
 
 from .bootstrap import N_BOOT, SEED, bootstrap_ci, paired_difference
 from .figures import auc, category_bins, category_of, order_categories, position_bins, roc_points
+from ..records import RESPONSE_STATUSES, status_counts
+from ..records import mean as _mean
 from .load import FACTSCORE, Q2, Run
-
-RESPONSE_STATUSES = ("ok", "abstained", "no_facts", "empty_output")
 
 
 def _round(v, n=4):
     return None if v is None else round(float(v), n)
-
-
-def _mean(xs):
-    xs = [x for x in xs if x is not None]
-    return sum(xs) / len(xs) if xs else None
 
 
 # ---- FActScore -----------------------------------------------------------------------------
@@ -89,9 +84,7 @@ def factscore_run(run: Run, index: int, *, category_field: str = "cat", bins: in
     summ = run.summary or {}
     settings = summ.get("settings") or {}
     models = summ.get("models") or {}
-    statuses: dict = {}
-    for r in recs:
-        statuses[r.get("status", "?")] = statuses.get(r.get("status", "?"), 0) + 1
+    statuses = status_counts(recs)
     store = summ.get("store") or {}
     score = _mean(scores)
     ci = bootstrap_ci(scores, n_boot=n_boot, seed=seed)
@@ -128,7 +121,7 @@ def factscore_run(run: Run, index: int, *, category_field: str = "cat", bins: in
         "facts_per_response": _mean(facts), "n_items": len(recs), "n_responding": len(responding),
         "n_facts": sum(facts), "n_supported": sum(sum(1 for d in r["decisions"] if d.get("is_supported"))
                                                   for r in responding),
-        "statuses": dict(sorted(statuses.items())), "mode": settings.get("mode"), "verifier": verifier,
+        "statuses": statuses, "mode": settings.get("mode"), "verifier": verifier,
         "models": model_names, "store_sha256": store.get("sha256"), "store_path": store.get("path"),
         "summary_score": summ.get("score"),
         "responses": responses, "_fig": fig,
@@ -206,9 +199,7 @@ def q2_run(run: Run, index: int) -> dict:
     recs = run.records
     scored = [r for r in recs if r.get("status") == "ok"]
     summ = run.summary or {}
-    statuses: dict = {}
-    for r in recs:
-        statuses[r.get("status", "?")] = statuses.get(r.get("status", "?"), 0) + 1
+    statuses = status_counts(recs)
     responses = []
     for r in recs:
         qs = []
@@ -235,7 +226,7 @@ def q2_run(run: Run, index: int) -> dict:
             "n_items": len(recs), "n_scored": len(scored),
             "no_valid_question_share": _mean([1.0 if r.get("no_valid_question") else 0.0 for r in scored]),
             "n_questions": sum(len(r.get("questions") or []) for r in scored),
-            "statuses": dict(sorted(statuses.items())),
+            "statuses": statuses,
             "backends": {k: f"{v.get('backend')}:{v.get('name')}" for k, v in backends.items() if isinstance(v, dict)},
             "responses": responses, "group": roc_group(run.path)}
 
