@@ -146,16 +146,16 @@ class FactScorer:
     def record(self, item: Item, progress: Progress | None = None) -> ItemRecord:
         o = self.options
 
-        def unscored(status: str, **fields) -> ItemRecord:
-            return ItemRecord(item.data, {"status": status, **fields, "score": None, "init_score": None,
-                                          "decisions": None}, RESULT_KEYS)
+        def unscored(status: str, before: dict | None = None, after: dict | None = None) -> ItemRecord:
+            nulls = {"score": None, "init_score": None, "decisions": None}
+            return ItemRecord(item.data, {"status": status, **(before or {}), **nulls, **(after or {})}, RESULT_KEYS)
 
         if item.problem:
-            return unscored(item.problem[0], error=item.problem[1])
+            return unscored(item.problem[0], before={"error": item.problem[1]})
         if item.facts is None and is_abstained(item.output, o.abstain):
             return unscored("abstained")
         if not self.retriever.has_topic(item.topic) and not o.search_all:
-            return unscored("topic_not_found", error=self.retriever.missing_topic_message(item.topic))
+            return unscored("topic_not_found", after={"error": self.retriever.missing_topic_message(item.topic)})
         t0 = time.monotonic()
         if item.facts is not None:
             facts, sentences = given_facts(item), None
@@ -168,8 +168,7 @@ class FactScorer:
         t1 = time.monotonic()
         self.timings.atomic_facts += t1 - t0
         if not facts:
-            return ItemRecord(item.data, {"status": "no_facts", "score": None, "init_score": None,
-                                          "decisions": None, "sentences": sentences}, RESULT_KEYS)
+            return unscored("no_facts", after={"sentences": sentences})
         if progress is not None and not progress.is_upfront(FACTS_VERIFIED):
             progress.add_total(len(facts), FACTS_VERIFIED)
         evidence = [self.retriever.retrieve(item.topic, f) for f in facts]
@@ -239,6 +238,7 @@ def score_file(input_path: str | Path, output_path: str | Path, settings: Settin
     directory, writable), before any model is loaded. ``scorer``: an already loaded one."""
     settings = settings or Settings()
     options = options or ScoreOptions()
+    options.validate()
     items = load_items(input_path, options.max_output_chars)
     summary, _ = run_file(input_path, output_path, items, lambda: scorer or FactScorer(settings, options),
                           summary_path=summary_path, resume=resume, label="factscore", progress=options.progress,

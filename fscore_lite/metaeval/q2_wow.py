@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import FscoreError
 from ..io import atomic_write_json, atomic_write_text
+from ..records import mean as _mean
 
 SYSTEMS = (("dodeca", "dodeca"), ("memnet", "MemNet"))
 LABELS = ("consistent", "inconsistent")
@@ -117,11 +118,6 @@ def run_q2_wow(data_dir, settings=None, *, limit: int | None = None, out_dir=Non
         atomic_write_json(out / "q2-wow" / "report.json", report)
         atomic_write_text(out / "q2-wow" / "report.txt", format_report(report))
     return report
-
-
-def _mean(values):
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
 
 
 def _report(items: dict, limit, scorer, seconds: float) -> dict:

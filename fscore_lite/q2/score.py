@@ -11,6 +11,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
+from ..records import mean as _mean
 from .answer import is_self_consistent
 from .compare import e2e_pair, e2e_score, knowledge_f1, needs_nli, nli_pair, question_score
 from .spans import answer_candidates, is_personal_question
@@ -77,10 +78,6 @@ class StageTimer:
             yield
         finally:
             self.seconds[name] += time.perf_counter() - t0
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
 
 
 def score_response(response: str, knowledge: str, roles, nlp, options: Q2Options = Q2Options(),
