@@ -80,6 +80,7 @@ class _FakeScorer:
     """FactScorer without models: a fact is supported when it has an even number of words."""
 
     verifier, llm_loaded = SimpleNamespace(kind="fake", name=None), True
+    retriever = SimpleNamespace(has_topic=lambda topic: True)
     summary = FactScorer.summary
 
     def __init__(self, settings, options):

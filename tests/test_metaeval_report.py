@@ -49,6 +49,7 @@ def test_meta_eval_er_report_puts_human_beside_estimated(tmp_path, monkeypatch, 
 
     class Scorer:
         verifier, llm_loaded = SimpleNamespace(kind="fake", name=None), False
+        retriever = SimpleNamespace(has_topic=lambda topic: True)
         summary = pipeline.FactScorer.summary
 
         def __init__(self, settings, options):
