@@ -31,7 +31,7 @@ def bench_q2(settings, rows, *, backends: list[str] | None = None, precision: st
         load_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         for d in data:
-            scorer.score_item(d)
+            scorer.record(d)
         total = time.perf_counter() - t1
         n = scorer.scored
         stages = {s: {"seconds": round(scorer.timer.seconds[s], 4),

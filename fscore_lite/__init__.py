@@ -2,7 +2,11 @@
 
 The public API (the CLI calls exactly these)::
 
-    from fscore_lite import Settings, score_file, open_store, load_bundle
+    import fscore_lite
+    summary = fscore_lite.score("bios.jsonl", "out/bios.jsonl", store="STORE", verifier="trained")
+    summary = fscore_lite.q2("dialogues.csv", "out/q2.jsonl", backend="onnx")
+
+Every keyword is the CLI flag of the same name (``--search-all`` is ``search_all``).
 """
 import os as _os
 
@@ -16,6 +20,7 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .errors import FscoreError, InputError, ModelIntegrityError, ModelNotInstalled, StoreError
 from .settings import Settings
+from . import q2 as _q2_package  # noqa: F401  (the package first, so that the function below keeps the name q2)
 
 __version__ = "0.1.0"
 
@@ -29,14 +34,13 @@ _LAZY = {
     "FactScorer": ".factscore.pipeline",
     "ScoreOptions": ".factscore.pipeline",
     "score_file": ".factscore.pipeline",
+    "Q2Options": ".q2.score",
 }
 
 
 def __getattr__(name: str):
     import importlib
 
-    if name == "q2":  # callable: fscore_lite.q2(input, out, settings) runs Q² on a file
-        return importlib.import_module(".q2", __name__)
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)
         globals()[name] = value
@@ -51,10 +55,67 @@ def load_bundle(settings: Settings | None = None):
     return Bundle((settings or Settings()).models_dir)
 
 
+def _split(options: dict, *kinds) -> list[dict]:
+    """``options`` divided among the dataclasses ``kinds`` by field name; an unknown name is an error."""
+    from dataclasses import fields
+
+    names = [{f.name for f in fields(k)} for k in kinds]
+    parts: list[dict] = [{} for _ in kinds]
+    for key, value in options.items():
+        owner = next((i for i, n in enumerate(names) if key in n), None)
+        if owner is None:
+            known = sorted(set().union(*names))
+            raise TypeError(f"unknown option {key!r}; the options are {', '.join(known)}")
+        parts[owner][key] = value
+    return parts
+
+
+def _paths(input, output, summary, suffix: str):
+    from pathlib import Path
+
+    from .io import summary_path_for
+
+    input = Path(input)
+    output = Path(output) if output else input.with_name(input.stem + suffix)
+    return input, output, Path(summary) if summary else summary_path_for(output)
+
+
+def score(input, output=None, *, summary=None, resume: bool = False, settings: Settings | None = None,
+          **options) -> dict:
+    """FActScore over a JSONL file, as ``fscore-lite score``: writes ``output`` (default: INPUT
+    with ``.factscore.jsonl``) and the summary JSON (default: OUTPUT with ``.summary.json``);
+    returns the summary. ``options``: any :class:`ScoreOptions` field (mode, gamma, verifier, …)
+    or :class:`Settings` field (store, llm, models_dir, threads, n_ctx, parallel, use_cache)."""
+    from .factscore.pipeline import ScoreOptions, score_file
+
+    method, changes = _split(options, ScoreOptions, Settings)
+    input, output, summary = _paths(input, output, summary, ".factscore.jsonl")
+    settings = (settings or Settings()).with_(**changes)
+    return score_file(input, output, settings, ScoreOptions(**method), resume=resume, summary_path=summary)
+
+
+def q2(input, output=None, *, summary=None, resume: bool = False, settings: Settings | None = None,
+       progress: bool = True, **options) -> dict:
+    """Q² over a CSV or JSONL file, as ``fscore-lite q2``: writes ``output`` (default: INPUT with
+    ``.q2.jsonl``) and the summary JSON; returns the summary. ``options``: any :class:`Q2Options`
+    field (questions, remove_personal, no_nli_gets_fallback, backend, precision, …) or
+    :class:`Settings` field (llm, models_dir, threads, use_cache)."""
+    from .q2.pipeline import q2_file
+    from .q2.score import Q2Options
+
+    method, changes = _split(options, Q2Options, Settings)
+    input, output, summary = _paths(input, output, summary, ".q2.jsonl")
+    settings = (settings or Settings()).with_(**changes)
+    return q2_file(input, output, settings, options=Q2Options(**method), resume=resume, summary_path=summary,
+                   progress=progress)
+
+
 __all__ = [
     "q2",
+    "score",
     "score_file",
     "ScoreOptions",
+    "Q2Options",
     "FactScorer",
     "Bundle",
     "FscoreError",

@@ -9,6 +9,7 @@ import pytest
 
 from fscore_lite.cache import CallCache, cache_size
 from fscore_lite.cli import main
+from fscore_lite.commands.common import human_size
 from fscore_lite.manifest import Bundle, ModelEntry, ModelFile
 
 A, B = "a" * 64, "b" * 63 + "c"
@@ -54,12 +55,18 @@ def cache(tmp_path):
     return path
 
 
+@pytest.mark.parametrize("n,text", [(0, "0 B"), (999, "999 B"), (1000, "1.0 KB"), (45_678, "45.7 KB"),
+                                    (6_700_000, "6.7 MB"), (8.9e9, "8.9 GB"), (1.2e13, "12000.0 GB")])
+def test_human_size_uses_powers_of_1000(n, text):
+    assert human_size(n) == text
+
+
 def test_info_shows_size_and_rows_per_model(cache, capsys, tmp_path):
     code, out, err = run(capsys, "cache", "info", "--cache", str(cache), "--models-dir", str(tmp_path / "none"))
     assert code == 0, err
     info = json.loads(out)
     assert info["exists"] and info["rows"] == 9 and info["size_bytes"] == cache_size(cache) > 0
-    assert info["size"].endswith("KB") or info["size"].endswith("B")
+    assert info["size"] == human_size(info["size_bytes"])
     by = {m["model"]: m for m in info["models"]}
     assert by[A]["rows"] == 5 and by[A]["kinds"] == {"generate": 5} and by[A]["rows_of_unknown_age"] == 0
     assert by[B]["rows"] == 4 and by[B]["kinds"] == {"retrieve": 4} and by[B]["rows_of_unknown_age"] == 1

@@ -68,28 +68,46 @@ def test_spacy_cleanup_recorded_as_applied_when_it_loads(monkeypatch):
     assert af.spacy_cleanup_status() == f"applied ({af.SPACY_MODEL})"
 
 
-def test_factscore_summary_settings_name_the_deviations():
-    """FactScorer.describe() reports the atomic-fact settings and NP's passage text."""
+def _settings_of(options, models_dir, store, embedder, tmp_path) -> dict:
+    """The summary settings of a FactScorer built for ``options`` (the LM is the fake)."""
+    from fscore_lite.factscore.pipeline import FactScorer
+    from fscore_lite.settings import Settings
+
+    settings = Settings(home=tmp_path / "home", models_dir=models_dir, store=store.path, threads=2, use_cache=False)
+    scorer = FactScorer(settings, options, llm=FakeLLM(), store=store, embedder=embedder)
+    assert scorer.describe()["settings"] == scorer.identity()["settings"]  # what is recorded is what resumes
+    return scorer.describe()["settings"]
+
+
+@pytest.mark.parametrize("shortcut", [False, True])
+def test_factscore_summary_settings_name_the_deviations(shortcut, tmp_path, example_store, minilm_embedder,
+                                                        minilm_bundle_dir):
+    """FactScorer.describe() reports the atomic-fact settings (demo sentences, spaCy clean-up)."""
+    from fscore_lite.factscore.pipeline import ScoreOptions
+
+    s = _settings_of(ScoreOptions(verifier="llm", demo_shortcut=shortcut), minilm_bundle_dir, example_store,
+                     minilm_embedder, tmp_path)
+    assert s["atomic_facts"] == af.AtomicFactGenerator(FakeLLM(), demo_shortcut=shortcut).describe()
+    assert ("--demo-shortcut" in s["atomic_facts"]["demo_sentences"]) is shortcut
+    assert s["atomic_facts"]["spacy_cleanup"].startswith(("applied (", "skipped: "))
+    assert s["npm_passages"] is None and s["npm"] is False
+    assert s["verifier"] == "llm" and s["decision"].startswith("logprob of first token")
+    assert s["threads"] == 2
+
+
+def test_factscore_summary_names_np_s_passage_text(tmp_path, tiny_bundle, example_store, minilm_embedder):
+    """With --npm the summary names NP's passage text and the masked LM, and counts the share."""
     from fscore_lite.factscore.npm import PASSAGE_TEXT
     from fscore_lite.factscore.pipeline import FactScorer, ScoreOptions
     from fscore_lite.settings import Settings
 
-    scorer = object.__new__(FactScorer)
-    comp = types.SimpleNamespace(name="x", sha256="0" * 64)
-    scorer.llm, scorer.embedder, scorer.npm = comp, comp, None
-    scorer.trained, scorer.verifier_kind = None, "llm"
-    scorer.bundle = types.SimpleNamespace(entries={})
-    scorer.store = types.SimpleNamespace(path="store", sha256="1" * 64, meta={})
-    scorer.settings = Settings(threads=2)
-    for shortcut, npm in ((False, False), (True, True)):
-        scorer.options = ScoreOptions(demo_shortcut=shortcut, npm=npm)
-        scorer.generator = af.AtomicFactGenerator(FakeLLM(), demo_shortcut=shortcut)
-        s = scorer.describe()["settings"]
-        assert s["atomic_facts"] == scorer.generator.describe()
-        assert ("--demo-shortcut" in s["atomic_facts"]["demo_sentences"]) is shortcut
-        assert s["atomic_facts"]["spacy_cleanup"].startswith(("applied (", "skipped: "))
-        assert s["npm_passages"] == (PASSAGE_TEXT if npm else None)
-        assert s["threads"] == 2
+    settings = Settings(home=tmp_path / "home", models_dir=tiny_bundle, store=example_store.path, threads=1,
+                        use_cache=False)
+    scorer = FactScorer(settings, ScoreOptions(verifier="llm", npm=True), llm=FakeLLM(), store=example_store,
+                        embedder=minilm_embedder)
+    d = scorer.describe()
+    assert d["settings"]["npm_passages"] == PASSAGE_TEXT and d["settings"]["npm_threshold"] == 0.3
+    assert d["settings"]["share"].startswith("decisions") and d["models"]["mlm"]["name"] == "tiny-mlm"
 
 
 def test_q2_auto_backend_warns_and_records_llm_stand_ins(tmp_path, monkeypatch, capsys):

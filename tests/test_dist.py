@@ -160,7 +160,7 @@ def test_q2_llm_backend(env, tmp_path):
     out = tmp_path / "q2.out.jsonl"
     summary = json.loads(_ok(run(env, "q2", inp, "-o", out, "--backend", "llm", "--llm", TEST_LLM,
                                  "--threads", "1", "--no-cache", "-q", cwd=tmp_path)))
-    assert summary["n_items"] == 1
+    assert summary["num_items"] == 1
     rows = [json.loads(l) for l in out.read_text(encoding="utf-8").splitlines() if l.strip()]
     assert len(rows) == 1
     # answer candidates come from spaCy's entities and noun chunks

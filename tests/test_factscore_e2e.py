@@ -125,11 +125,11 @@ def test_resume_continues_without_redoing_or_duplicating(settings_1t, small_stor
     calls = []
     real = scorer.score_item
 
-    def flaky(item):
+    def flaky(item, progress=None):
         calls.append(item.line)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real(item)
+        return real(item, progress)
 
     scorer.score_item = flaky
     with pytest.raises(KeyboardInterrupt):
@@ -137,7 +137,7 @@ def test_resume_continues_without_redoing_or_duplicating(settings_1t, small_stor
     assert not out.exists()  # no half-written output
     assert out.with_name("out.jsonl.partial").exists()
     calls.clear()
-    scorer.score_item = lambda item: (calls.append(item.line), real(item))[1]
+    scorer.score_item = lambda item, progress=None: (calls.append(item.line), real(item, progress))[1]
     summary = score_file(inp, out, settings_1t, scorer.options, resume=True, scorer=scorer)
     assert calls == [3, 4]
     rows = [json.loads(x) for x in out.read_text().splitlines()]

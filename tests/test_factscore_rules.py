@@ -128,12 +128,31 @@ def test_verification_prompt_byte_for_byte():
 
 
 # ---- §6 decisions ----------------------------------------------------------------------------
-def test_logprob_decision_compares_true_and_false():
-    lp = {"True": -5.0, " True": -0.5, "False": -6.0, " False": -1.2}
-    assert verify.decide_from_logprobs(lp)
-    assert verify.margin_from_logprobs(lp) > 0
-    lp2 = {"True": -5.0, " True": -2.0, "False": -6.0, " False": -0.3}
-    assert not verify.decide_from_logprobs(lp2)
+class _LogprobLLM:
+    """Serves fixed next-token log-probabilities and keeps the prompts it was asked."""
+
+    def __init__(self, logprobs):
+        self.logprobs, self.prompts = logprobs, []
+
+    def next_token_logprobs(self, prompt, words):
+        self.prompts.append(prompt)
+        return {w: self.logprobs[w] for w in words}
+
+
+@pytest.mark.parametrize("logprobs,supported", [
+    ({"True": -5.0, " True": -0.5, "False": -6.0, " False": -1.2}, True),
+    ({"True": -5.0, " True": -2.0, "False": -6.0, " False": -0.3}, False),
+])
+def test_logprob_decision_compares_true_and_false(logprobs, supported):
+    """SPEC §6 through the LLM judge: supported iff P(True) beats P(False), each summed over
+    the word with and without its leading space."""
+    llm = _LogprobLLM(logprobs)
+    ev = [_ev(1, "Ann Lee", "<s>Ann Lee is a singer.</s>", 0)]
+    (v,) = verify.Verifier(llm).verify("Ann Lee", ["She sings."], [ev])
+    lse = lambda a, b: math.log(math.exp(a) + math.exp(b))  # noqa: E731
+    margin = lse(logprobs["True"], logprobs[" True"]) - lse(logprobs["False"], logprobs[" False"])
+    assert v.is_supported is supported and v.rule == "logprob" and v.margin == pytest.approx(margin)
+    assert llm.prompts == [verify.build_prompt("Ann Lee", "She sings.", ev)]
 
 
 @pytest.mark.parametrize("answer,expected", [

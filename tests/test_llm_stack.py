@@ -127,12 +127,12 @@ def test_runtime_applies_the_stacked_combiner(stack_build):
     facts = [f"{topic} is a person.", f"{topic} was born on the Moon in 1700."]
     rec = scorer.score_item(Item(1, {"topic": topic}, topic=topic, facts=facts))
     assert rec["status"] == "ok"
-    base, c = scorer.trained.combiner, record["combiner"]
+    base, c = scorer.verifier.trained.combiner, record["combiner"]
     ps = []
     for fact, d, pos in zip(facts, rec["decisions"], (0.0, 1.0)):
         assert d["rule"] == "llm+trained"
         ev = scorer.retriever.retrieve(topic, fact)
-        feats, _ = scorer.trained.features(topic, fact, ev, pos)
+        feats, _ = scorer.verifier.trained.features(topic, fact, ev, pos)
         logit = float(base.logit(base.matrix([feats]))[0])
         margin = llm_margin(llm, topic, fact, ev)
         assert d["features"]["trained_logit"] == round(logit, 5) and d["features"]["llm_margin"] == round(margin, 5)
@@ -162,7 +162,7 @@ def test_an_llm_without_a_fitted_combiner_is_refused_with_the_command(stack_buil
     chat = ScriptedLLM()
     chat.chat_template = True
     with pytest.raises(FscoreError, match="chat_template=False"):
-        _scorer(bundle_dir, settings, chat).fact_verifier
+        _scorer(bundle_dir, settings, chat).verifier.stacked
 
 
 def test_logit_of_inverts_the_sigmoid_and_caps():

@@ -1,8 +1,10 @@
 """`meta-eval factscore-er`: the pieces, and one small end-to-end run with the 0.5B model."""
 import json
+from types import SimpleNamespace
 
 import pytest
 
+from fscore_lite.factscore.pipeline import FactScorer
 from fscore_lite.metaeval import factscore_er as er
 from fscore_lite.training.labeled import SUBJECTS
 
@@ -77,10 +79,15 @@ def _check_report_against_raw_files(report, mini_data, out_dir):
 class _FakeScorer:
     """FactScorer without models: a fact is supported when it has an even number of words."""
 
-    trained, verifier_kind, llm_loaded = None, "fake", True
+    verifier, llm_loaded = SimpleNamespace(kind="fake", name=None), True
+    retriever = SimpleNamespace(has_topic=lambda topic: True)
+    summary = FactScorer.summary
 
     def __init__(self, settings, options):
+        from fscore_lite.cache import CallCache
         from fscore_lite.factscore.pipeline import Timings
+
+        self.settings, self.cache = settings, CallCache(None)
 
         stats = type("Stats", (), {"calls": 0, "cached_calls": 0, "tokens_evaluated": 0, "tokens_reused": 0,
                                    "tokens_generated": 0})()
@@ -96,7 +103,7 @@ class _FakeScorer:
     def identity(self):
         return {"settings": self.describe()["settings"], "llm": self.llm.sha256, "store": self.store.sha256}
 
-    def score_item(self, item):
+    def score_item(self, item, progress=None):
         facts = [f.strip() for f in item.facts if f.strip()]
         decisions = [{"atom": f, "is_supported": len(f.split()) % 2 == 0} for f in facts]
         init = sum(d["is_supported"] for d in decisions) / len(decisions)

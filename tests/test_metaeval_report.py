@@ -43,11 +43,18 @@ def test_meta_eval_er_report_puts_human_beside_estimated(tmp_path, monkeypatch, 
     from fscore_lite.factscore.pipeline import Timings
     from fscore_lite.settings import Settings
 
+    from types import SimpleNamespace
+
+    from fscore_lite.cache import CallCache
+
     class Scorer:
-        trained, verifier_kind, llm_loaded = None, "fake", False
+        verifier, llm_loaded = SimpleNamespace(kind="fake", name=None), False
+        retriever = SimpleNamespace(has_topic=lambda topic: True)
+        summary = pipeline.FactScorer.summary
 
         def __init__(self, settings, options):
             self.settings, self.options, self.timings = settings, options, Timings()
+            self.cache = CallCache(None)
             self.store = type("S", (), {"sha256": "s" * 64})()
 
         def identity(self):
@@ -56,7 +63,7 @@ def test_meta_eval_er_report_puts_human_beside_estimated(tmp_path, monkeypatch, 
         def describe(self):
             return {"settings": {"gamma": self.options.gamma, "verifier": "fake"}}
 
-        def score_item(self, item):
+        def score_item(self, item, progress=None):
             decisions = [{"atom": f, "is_supported": len(f) % 2 == 0} for f in item.facts]
             s = sum(d["is_supported"] for d in decisions) / len(decisions)
             return dict(item.data, status="ok", score=s, init_score=s, num_facts=len(decisions), decisions=decisions)

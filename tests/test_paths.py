@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from fscore_lite.errors import FscoreError, InputError, OutputError
+from fscore_lite.factscore.pipeline import FactScorer
 from fscore_lite.io import check_writable_outputs, read_csv_rows, read_jsonl, summary_path_for
 
 ITEM = json.dumps({"topic": "Ann Lee", "output": "Ann Lee is a painter."}) + "\n"
@@ -137,12 +138,17 @@ class FakeStats:
 
 
 class FakeScorer:
-    """Stands in for FactScorer (no models): every item gets one supported fact."""
+    """Stands in for FactScorer's models: every item gets one supported fact (the summary is FactScorer's)."""
+
+    summary = FactScorer.summary
 
     def __init__(self):
-        from fscore_lite.factscore.pipeline import Timings
+        from fscore_lite.cache import CallCache
+        from fscore_lite.factscore.pipeline import ScoreOptions, Timings
+        from fscore_lite.settings import Settings
 
-        self.timings = Timings()
+        self.timings, self.cache = Timings(), CallCache(None)
+        self.options, self.settings = ScoreOptions(progress=False), Settings(threads=1, store=Path("a-store"))
         self.llm = type("L", (), {"sha256": "l" * 64, "stats": FakeStats()})()
         self.store = type("S", (), {"sha256": "s" * 64})()
         self._llm, self.llm_loaded = self.llm, True
@@ -154,7 +160,7 @@ class FakeScorer:
     def identity(self):
         return {"settings": {"threads": 1}, "llm": self.llm.sha256, "store": self.store.sha256}
 
-    def score_item(self, item):
+    def score_item(self, item, progress=None):
         self.scored.append(item.line)
         if item.problem:  # as FactScorer does
             return dict(item.data, status=item.problem[0], error=item.problem[1], score=None, decisions=None)
@@ -298,18 +304,21 @@ def test_score_and_q2_share_the_summary_convention(tmp_path):
     assert summary_path_for(Path("out/run.jsonl")) == Path("out/run.summary.json")
     assert summary_path_for(Path("out/run.json")) == Path("out/run.json.summary.json")
 
-    class FakeQ2:
-        cache = type("C", (), {"hits": 0, "misses": 0})()
-        timer = type("T", (), {"seconds": __import__("collections").defaultdict(float)})()
+    from fscore_lite.cache import CallCache
+    from fscore_lite.q2.pipeline import Q2Scorer
+    from fscore_lite.q2.score import StageTimer
 
-        def run_key(self, sha):
-            return sha
+    class FakeQ2:
+        cache, timer, summary = CallCache(None), StageTimer(), Q2Scorer.summary
+
+        def identity(self):
+            return {}
 
         def describe(self):
             return {}
 
-        def score_item(self, data):
-            return {**data, "status": "ok", "Q2": 1.0, "Q2_no_nli": 1.0, "no_valid_question": False, "questions": []}
+        def score_item(self, row, progress=None):
+            return {**row.data, "status": "ok", "Q2": 1.0, "Q2_no_nli": 1.0, "no_valid_question": False, "questions": []}
 
     src = tmp_path / "in.csv"
     src.write_bytes(ROW)

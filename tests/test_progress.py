@@ -118,51 +118,41 @@ FACT_ITEMS = [{"topic": "Travis Oliphant", "facts": ["Travis Oliphant created Nu
               {"topic": "Ben Lummis", "facts": ["Ben Lummis is a singer.", "Ben Lummis won New Zealand Idol."]}]
 
 
-class _FakeScorer:
-    """Stands in for FactScorer where no trained verifier is installed: facts 'verified' by length."""
+class _JudgeLLM:
+    """Stands in for the LLM judge's model only: a fact with an even number of words is True."""
+
+    name, sha256, chat_template = "judge", "j" * 64, False
 
     def __init__(self):
-        from fscore_lite.factscore.pipeline import Timings
+        from fscore_lite.backends.llm import LLMStats
 
-        self.timings = Timings()
-        self.llm = type("L", (), {"sha256": "l" * 64, "stats": None})()
-        self.store = type("S", (), {"sha256": "s" * 64})()
+        self.stats = LLMStats()
 
-    llm_loaded = False
-
-    def describe(self):
-        return {"settings": {"threads": 1}}
-
-    def score_item(self, item, progress=None):
-        facts = [f for f in item.facts if f.strip()]
-        if progress is not None and not progress.is_upfront("facts verified"):
-            progress.add_total(len(facts), "facts verified")
-        decisions = [{"atom": f, "is_supported": len(f) % 2 == 0} for f in facts]
-        if progress is not None:
-            progress.advance(len(facts), unit="facts verified")
-        s = sum(d["is_supported"] for d in decisions) / len(decisions)
-        return dict(item.data, status="ok", score=s, init_score=s, num_facts=len(facts), decisions=decisions)
+    def next_token_logprobs(self, prompt: str, words: list[str]) -> dict[str, float]:
+        fact = prompt.rpartition("\n\nInput: ")[2].split(" True or False?")[0]
+        m = 1.0 if len(fact.split()) % 2 == 0 else -1.0
+        return {w: (m if "True" in w else -m) - 1.0 for w in words}
 
 
 def test_score_with_given_facts_counts_facts_on_stderr_and_output_is_unchanged(tmp_path, example_store,
-                                                                               minilm_bundle_dir, capsys):
+                                                                               minilm_embedder, minilm_bundle_dir,
+                                                                               capsys):
     from fscore_lite.factscore.pipeline import FactScorer, ScoreOptions, score_file
-    from fscore_lite.manifest import Bundle
     from fscore_lite.settings import Settings
 
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(i) + "\n" for i in FACT_ITEMS))
-    models = Settings().models_dir
-    trained = Bundle(models).first_for_role("verifier") is not None
-    settings = Settings(home=tmp_path / "home", models_dir=models if trained else minilm_bundle_dir, threads=1,
-                        use_cache=False, store=example_store.path)
+    settings = Settings(home=tmp_path / "home", models_dir=minilm_bundle_dir, threads=1, use_cache=False,
+                        store=example_store.path)
     outputs = {}
     for shown in (True, False):
-        options = ScoreOptions(verifier="trained", progress=shown)
-        scorer = FactScorer(settings, options) if trained else _FakeScorer()
+        options = ScoreOptions(verifier="llm", progress=shown)
+        scorer = FactScorer(settings, options, llm=_JudgeLLM(), store=example_store, embedder=minilm_embedder)
         out = tmp_path / f"out-{shown}.jsonl"
         summary = score_file(src, out, settings, options, scorer=scorer)
         assert summary["status_counts"] == {"ok": 2}
+        decisions = [d for x in out.read_text().splitlines() for d in json.loads(x)["decisions"]]
+        assert [d["is_supported"] for d in decisions] == [len(d["atom"].split()) % 2 == 0 for d in decisions]
         outputs[shown] = out.read_bytes()
         err = capsys.readouterr().err
         if shown:
@@ -175,24 +165,30 @@ def test_score_with_given_facts_counts_facts_on_stderr_and_output_is_unchanged(t
     assert outputs[True] == outputs[False]  # progress changes nothing in the output
 
 
-class _FakeQ2:
-    """Stands in for Q2Scorer (no models): each response gets one question per word."""
+def _fake_q2():
+    """Q2Scorer without models: each response gets one question per word (the rest is Q2Scorer's)."""
+    from fscore_lite.cache import CallCache
+    from fscore_lite.q2.pipeline import RESULT_KEYS, Q2Scorer
+    from fscore_lite.q2.score import StageTimer
+    from fscore_lite.records import ItemRecord
+    from fscore_lite.settings import Settings
 
-    def __init__(self):
-        from fscore_lite.q2.score import StageTimer
+    class FakeQ2(Q2Scorer):
+        def __init__(self):  # no roles, no spaCy
+            self.settings, self.cache, self.timer = Settings(threads=1), CallCache(None), StageTimer()
 
-        self.cache = type("C", (), {"hits": 0, "misses": 0, "path": None})()
-        self.timer = StageTimer()
+        def describe(self):
+            return {"backends": {}}
 
-    def run_key(self, sha):
-        return sha
+        def identity(self):
+            return {}
 
-    def describe(self):
-        return {"backends": {}}
+        def record(self, data):
+            qs = [{"question": w} for w in data["response"].split()]
+            return ItemRecord(data, {"status": "ok", "Q2": 1.0, "Q2_no_nli": 1.0, "no_valid_question": False,
+                                     "questions": qs}, RESULT_KEYS)
 
-    def score_item(self, data):
-        qs = [{"question": w} for w in data["response"].split()]
-        return {**data, "status": "ok", "Q2": 1.0, "Q2_no_nli": 1.0, "no_valid_question": False, "questions": qs}
+    return FakeQ2()
 
 
 def test_q2_counts_questions_on_stderr(tmp_path, capsys):
@@ -201,6 +197,6 @@ def test_q2_counts_questions_on_stderr(tmp_path, capsys):
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"response": "a b c", "knowledge": "k"}) + "\n"
                    + json.dumps({"response": "d e", "knowledge": "k"}) + "\n")
-    run_q2(src, tmp_path / "out.jsonl", scorer=_FakeQ2())
+    run_q2(src, tmp_path / "out.jsonl", scorer=_fake_q2())
     last = [x for x in capsys.readouterr().err.splitlines() if x.startswith("q2: ")][-1]
     assert last.startswith("q2: 2/2 responses, 5/5 questions"), last

@@ -7,20 +7,26 @@ from typing import Optional
 
 import typer
 
+from ..q2.score import Q2Options
 from ..settings import Settings
+from .common import default, one_of
+
+Q = Q2Options
 
 
 def q2(
     input: Path = typer.Argument(..., help="Q² CSV (columns response, knowledge, ...) or JSONL with the same keys."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Per-item JSONL (default: INPUT with .q2.jsonl)."),
     summary: Optional[Path] = typer.Option(None, "--summary", help="Summary JSON (default: OUTPUT with .summary.json)."),
-    backend: str = typer.Option("auto", "--backend",
-                                help="auto: the ONNX model of a role when installed, else the LLM; onnx; llm."),
-    precision: str = typer.Option("int8", "--precision", help="ONNX graphs to run: int8 (default) or fp32."),
-    questions: str = typer.Option("single", "--questions",
-                                  help="single: first beam passing both filters (the paper); multi: every passing beam."),
-    keep_personal: bool = typer.Option(False, "--keep-personal", help="Do not drop personal (I/you/my/your) questions."),
-    no_nli_pure: bool = typer.Option(False, "--no-nli-pure",
+    backend: str = typer.Option(default(Q, "backend"), "--backend", help=f"{one_of(Q, 'backend')}. auto: the ONNX "
+                                "model of a role when installed, else the LLM."),
+    precision: str = typer.Option(default(Q, "precision"), "--precision",
+                                  help=f"ONNX graphs to run: {one_of(Q, 'precision')}."),
+    questions: str = typer.Option(default(Q, "questions"), "--questions", help=f"{one_of(Q, 'questions')}. single: "
+                                  "first beam passing both filters (the paper); multi: every passing beam."),
+    keep_personal: bool = typer.Option(not default(Q, "remove_personal"), "--keep-personal",
+                                       help="Do not drop personal (I/you/my/your) questions."),
+    no_nli_pure: bool = typer.Option(not default(Q, "no_nli_gets_fallback"), "--no-nli-pure",
                                      help="Leave Q2_no_nli empty for responses without a valid question "
                                           "(the reference gives them the NLI fallback score)."),
     llm: Optional[str] = typer.Option(None, "--llm", help="LLM bundle entry name or a .gguf path."),
@@ -31,20 +37,16 @@ def q2(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Score grounded responses with Q²: questions from the response, answered on the knowledge."""
-    from ..io import summary_path_for
-    from ..q2.pipeline import run_q2
-    from ..q2.score import Q2Options
+    from .. import q2 as q2_api
 
-    settings = Settings().with_(llm=llm, models_dir=models_dir, threads=threads, use_cache=False if no_cache else None)
-    output = output or input.with_name(input.stem + ".q2.jsonl")
-    options = Q2Options(questions=_choice(questions, ("single", "multi"), "--questions"),
-                        remove_personal=not keep_personal, no_nli_gets_fallback=not no_nli_pure)
-    result = run_q2(input, output, settings, options=options, backend=backend, precision=precision, resume=resume,
-                    summary_path=summary, progress=not quiet)
-    keys = ("Q2", "Q2_no_nli", "no_valid_question_share", "n_items", "n_scored", "status_counts")
+    result = q2_api(input, output, summary=summary, resume=resume, progress=not quiet, llm=llm,
+                    models_dir=models_dir, threads=threads, use_cache=False if no_cache else None, backend=backend,
+                    precision=precision, questions=questions, remove_personal=not keep_personal,
+                    no_nli_gets_fallback=not no_nli_pure)
+    keys = ("Q2", "Q2_no_nli", "no_valid_question_share", "num_items", "num_scored", "status_counts")
     backends = {role: f"{d['backend']}:{d['name']}" for role, d in result["backends"].items()}
-    typer.echo(json.dumps({k: result[k] for k in keys} | {"backends": backends, "output": str(output),
-                          "summary": str(summary or summary_path_for(output))}, indent=2))
+    typer.echo(json.dumps({k: result[k] for k in keys} | {"backends": backends, "output": result["output"],
+                          "summary": result["summary"]}, indent=2))
 
 
 def meta_eval_q2(
@@ -52,8 +54,10 @@ def meta_eval_q2(
     limit: Optional[int] = typer.Option(None, "--limit",
                                         help="A fixed sample of N rows per file (smallest sha256 of the row)."),
     out: Path = typer.Option(Path("out/meta-eval"), "--out", help="Folder for per-file outputs and the report."),
-    backend: str = typer.Option("auto", "--backend", help="auto, onnx or llm (see `fscore-lite q2 --help`)."),
-    precision: str = typer.Option("int8", "--precision", help="ONNX graphs to run: int8 or fp32."),
+    backend: str = typer.Option(default(Q, "backend"), "--backend",
+                                help=f"{one_of(Q, 'backend')} (see `fscore-lite q2 --help`)."),
+    precision: str = typer.Option(default(Q, "precision"), "--precision",
+                                  help=f"ONNX graphs to run: {one_of(Q, 'precision')}."),
     llm: Optional[str] = typer.Option(None, "--llm", help="LLM bundle entry name or a .gguf path."),
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="Model bundle directory."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: all cores)."),
@@ -80,12 +84,6 @@ def meta_eval_q2(
     typer.echo(json.dumps(result, indent=2) if as_json else format_report(result))
     if report is not None and not as_json:
         typer.echo(f"report: {result['report']}")
-
-
-def _choice(value: str, allowed: tuple[str, ...], flag: str) -> str:
-    if value not in allowed:
-        raise typer.BadParameter(f"{flag} must be one of {', '.join(allowed)}")
-    return value
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,6 @@
-"""What a FActScore run is asked to do (:class:`ScoreOptions`) and where its time goes (:class:`Timings`)."""
+"""What a FActScore run is asked to do (:class:`ScoreOptions`) and where its time goes (:class:`Timings`).
+
+The CLI takes its defaults and choices from here; :meth:`ScoreOptions.validate` is the one check."""
 from __future__ import annotations
 
 import math
@@ -7,14 +9,17 @@ from dataclasses import dataclass
 from .abstain import MODES as ABSTAIN_MODES
 from .items import MAX_OUTPUT_CHARS
 from .score import GAMMA
+from .verifiers import AUTO, REGISTRY
 from .verify import DEFAULT_CONTEXT_BUDGET
 
-VERIFIERS = ("auto", "trained", "llm", "llm+trained")
+MODES = ("parity", "shared-context")
+SHARES = ("adjusted", "decisions")
+VERIFIERS = (AUTO, *REGISTRY)
 
 
 @dataclass
 class ScoreOptions:
-    mode: str = "parity"  # parity | shared-context
+    mode: str = "parity"  # parity | shared-context (LLM judge only)
     gamma: float = GAMMA
     abstain: str = "none"
     k: int = 5
@@ -27,7 +32,7 @@ class ScoreOptions:
     max_output_chars: int = MAX_OUTPUT_CHARS
     demo_shortcut: bool = False  # deviation: answer a demo sentence with its demo facts, no LM call
     # auto (trained when installed, else llm) | trained | llm (the reference's LM judge) | llm+trained (both, stacked)
-    verifier: str = "auto"
+    verifier: str = AUTO
     # trained verifier: a response's share of supported facts estimated by PACC ("adjusted"), or
     # counted from its decisions ("decisions", the reference's definition)
     share: str = "adjusted"
@@ -36,17 +41,18 @@ class ScoreOptions:
     def __post_init__(self):
         self.validate()  # where the options are made: a bad value stops the run before any work
 
+    @staticmethod
+    def choices() -> dict[str, tuple[str, ...]]:
+        """The allowed values of each option that has a fixed set."""
+        return {"mode": MODES, "abstain": ABSTAIN_MODES, "share": SHARES, "verifier": VERIFIERS}
+
     def validate(self) -> None:
         from ..errors import FscoreError
 
-        if self.mode not in ("parity", "shared-context"):
-            raise FscoreError(f"--mode must be parity or shared-context, not {self.mode!r}")
-        if self.abstain not in ABSTAIN_MODES:
-            raise FscoreError(f"--abstain must be one of {', '.join(ABSTAIN_MODES)}, not {self.abstain!r}")
-        if self.share not in ("adjusted", "decisions"):
-            raise FscoreError(f"--share must be adjusted or decisions, not {self.share!r}")
-        if self.verifier not in VERIFIERS:
-            raise FscoreError(f"--verifier must be one of {', '.join(VERIFIERS)}, not {self.verifier!r}")
+        for name, allowed in self.choices().items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise FscoreError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, not {value!r}")
         if self.max_output_chars < 1:
             raise FscoreError(f"--max-output-chars must be 1 or more, not {self.max_output_chars}")
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:

@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import math
 
+from ..records import RESPONSE_STATUSES
 from ..stats import mean, score_ci95
 
 GAMMA = 10
-# Items that count toward respond_ratio: scored, abstained, or left without facts (as in the reference).
-RESPONSE_STATUSES = ("ok", "abstained", "no_facts", "empty_output")
 
 
 def length_penalty(n_facts: int, gamma: float = GAMMA) -> float:

@@ -65,11 +65,6 @@ def margin_from_logprobs(logprobs: dict[str, float]) -> float:
     return _lse([logprobs[w] for w in TRUE_WORDS]) - _lse([logprobs[w] for w in FALSE_WORDS])
 
 
-def decide_from_logprobs(logprobs: dict[str, float]) -> bool:
-    """SPEC §6 with logits: supported iff True beats False."""
-    return margin_from_logprobs(logprobs) > 0
-
-
 def decide_from_text(answer: str) -> bool:
     """SPEC §6 without logits: "true"/"false" alone decides; both: the later wins; neither:
     supported unless the answer contains not / cannot / unknown / information."""
@@ -91,6 +86,12 @@ class Verdict:
     rule: str  # "logprob" | "text"
 
 
+def logprob_verdict(logprobs: dict[str, float]) -> Verdict:
+    """SPEC §6 with logits: supported iff True beats False (:func:`margin_from_logprobs` > 0)."""
+    m = margin_from_logprobs(logprobs)
+    return Verdict(m > 0, m, "logprob")
+
+
 class Verifier:
     """Verifies a response's facts with a local LLM, in parity or shared-context mode."""
 
@@ -105,9 +106,7 @@ class Verifier:
 
     def _verdict_from_prompt(self, prompt: str) -> Verdict:
         if self.use_logprobs:
-            lp = self.llm.next_token_logprobs(prompt, list(TRUE_WORDS + FALSE_WORDS))
-            m = margin_from_logprobs(lp)
-            return Verdict(m > 0, m, "logprob")
+            return logprob_verdict(self.llm.next_token_logprobs(prompt, list(TRUE_WORDS + FALSE_WORDS)))
         return Verdict(decide_from_text(self.llm.generate(prompt, 8, ("\n",))), None, "text")
 
     def verify(self, topic: str, facts: list[str], evidence: list[list[Evidence]]) -> list[Verdict]:
@@ -159,6 +158,5 @@ class Verifier:
         out = []
         for fact in facts:
             lp = self.llm.suffix_logprobs(prefix, fact_suffix(fact) + tail, list(TRUE_WORDS + FALSE_WORDS))
-            m = margin_from_logprobs(lp)
-            out.append(Verdict(m > 0, m, "logprob"))
+            out.append(logprob_verdict(lp))
         return out

@@ -117,7 +117,7 @@ def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=
             raise FscoreError(f"unknown subject {subject!r}; choose from {', '.join(SUBJECTS)}")
         bios = [b for b in load_subject(data, subject) if b.responded and b.topic in pages and b.model_facts()]
         bios = sample(bios, limit)
-        tag = (f"{subject}-{scorer.verifier_kind}" if scorer.trained is not None else
+        tag = (f"{subject}-{scorer.verifier.kind}" if scorer.verifier.name is not None else
                f"{subject}-{mode}{'-chat' if chat_template else ''}")
         inp = out / f"er-{tag}.input.jsonl"
         atomic_write_text(inp, "".join(json.dumps({"topic": b.topic, "facts": b.model_facts(), "bio_line": b.line})
@@ -158,8 +158,7 @@ def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=
         report_path = str(write_report(runs, report, human=data,
                                        title="FActScore estimator vs human annotation"))
     return {
-        "note": seen, "verifier": scorer.verifier_kind,
-        "verifier_model": scorer.trained.name if scorer.trained is not None else None,
+        "note": seen, "verifier": scorer.verifier.kind, "verifier_model": scorer.verifier.name,
         "mode": mode, "limit": limit, "store": str(store_path), "llm": scorer.llm.name if scorer.llm_loaded else None,
         "prompt_style": "chat-template" if chat_template else "completion",
         "subjects": [r.__dict__ | {"error_rate": r.error_rate} for r in results],
@@ -174,9 +173,9 @@ def run_er(data, settings: Settings, mode: str = "parity", subjects=None, limit=
 def trained_topics_note(scorer, topics: set[str]) -> str | None:
     """With the trained verifier: how many of ``topics`` it was trained on (those estimates are
     in-sample, hence optimistic)."""
-    if scorer.trained is None:
+    if scorer.verifier.name is None:
         return None
-    trained = set(scorer.bundle.get(scorer.trained.name).extra.get("training", {}).get("topics", []))
+    trained = set(scorer.bundle.get(scorer.verifier.name).extra.get("training", {}).get("topics", []))
     both = len(trained & topics)
     if not both:
         return f"none of these {len(topics)} topics were seen by the installed verifier in training"

@@ -100,7 +100,7 @@ def run_q2_wow(data_dir, settings=None, *, limit: int | None = None, out_dir=Non
         for (key, label), (path, recs) in chosen.items():
             rows = []
             for rec in recs:
-                item = scorer.score_item(rec.data)
+                item = scorer.score_item(rec)
                 if item["status"] == "ok":
                     item["e2e_nli"] = scorer.e2e_nli(rec.data["response"], rec.data["knowledge"])["score"]
                 rows.append(item)

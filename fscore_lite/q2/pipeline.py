@@ -11,21 +11,22 @@ that varies between runs (timings go to the summary), so two runs are byte-ident
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import time
+from dataclasses import replace
 from pathlib import Path
 
 from ..backends.onnx_session import session_spin
 from ..cache import CallCache
 from ..errors import InputError
-from ..io import (OutputLock, ResumableJsonlWriter, atomic_write_json, check_writable_outputs, read_input,
-                  read_records, require_text)
-from ..io import summary_path_for
-from ..progress import Progress  # noqa: F401  (also imported from here by the Q² meta-eval)
+from ..driver import RunFacts, run_file
+from ..io import Record, read_input, read_records, require_text
+from ..io import summary_path_for  # noqa: F401  (re-exported)
+from ..progress import Progress  # also imported from here by the Q² meta-eval
+from ..records import ItemRecord, status_counts
 from ..settings import Settings, check_threads
+from ..stats import mean
 from .score import STAGES, Q2Options, StageTimer, e2e_nli_score, score_response
 
+# every field score_item writes: an input field of the same name is replaced
 RESULT_KEYS = ("status", "Q2", "Q2_no_nli", "no_valid_question", "fallback", "candidates", "questions")
 
 
@@ -43,35 +44,45 @@ def read_q2_rows(path) -> list:
 
 
 class Q2Scorer:
-    """The loaded roles, spaCy and options; scores items and keeps per-stage timings."""
+    """The loaded roles, spaCy and options; scores items and keeps per-stage timings.
 
-    def __init__(self, settings: Settings | None = None, *, options: Q2Options | None = None, backend: str = "auto",
-                 precision: str = "int8", cache: CallCache | None = None, roles=None):
+    ``backend``/``precision``, when given, override those of ``options``."""
+
+    def __init__(self, settings: Settings | None = None, *, options: Q2Options | None = None,
+                 backend: str | None = None, precision: str | None = None, cache: CallCache | None = None,
+                 roles=None):
         from .roles import load_roles
         from .spans import load_nlp
 
         self.settings = settings or Settings()
-        self.options = options or Q2Options()
+        chosen = {k: v for k, v in (("backend", backend), ("precision", precision)) if v is not None}
+        self.options = replace(options or Q2Options(), **chosen)
         if cache is None:
             cache = CallCache(self.settings.cache_path if self.settings.use_cache else None)
         self.cache = cache
-        self.backend, self.precision = backend, precision
-        self.roles = roles or load_roles(self.settings, backend=backend, cache=cache, precision=precision)
+        self.backend, self.precision = self.options.backend, self.options.precision
+        self.roles = roles or load_roles(self.settings, backend=self.backend, cache=cache, precision=self.precision)
         self.nlp = load_nlp()
         self.timer = StageTimer()
         self.scored = 0
 
-    def score_item(self, data: dict) -> dict:
-        """The output item for one input row: its fields, then ``status`` and the Q² result."""
+    def score_item(self, row: Record, progress: Progress | None = None) -> dict:
+        """The output record of one input row: its fields, then ``status`` and the Q² result;
+        ``progress`` counts its valid questions."""
+        rec = self.record(row.data)
+        if progress is not None:
+            progress.advance(len(rec.result.get("questions") or ()), unit="questions")
+        return rec.to_json()
+
+    def record(self, data: dict) -> ItemRecord:
         response, knowledge = data["response"], data["knowledge"]
-        item = {k: v for k, v in data.items() if k not in RESULT_KEYS}
         if not response.strip():
-            return {**item, "status": "empty_response", "Q2": None, "Q2_no_nli": None}
+            return ItemRecord(data, {"status": "empty_response", "Q2": None, "Q2_no_nli": None}, RESULT_KEYS)
         if not knowledge.strip():
-            return {**item, "status": "empty_knowledge", "Q2": None, "Q2_no_nli": None}
+            return ItemRecord(data, {"status": "empty_knowledge", "Q2": None, "Q2_no_nli": None}, RESULT_KEYS)
         result = score_response(response, knowledge, self.roles, self.nlp, self.options, self.timer)
         self.scored += 1
-        return {**item, "status": "ok", **result}
+        return ItemRecord(data, {"status": "ok", **result}, RESULT_KEYS)
 
     def e2e_nli(self, response: str, knowledge: str) -> dict:
         with self.timer.stage("fallback"):
@@ -89,84 +100,48 @@ class Q2Scorer:
                          "cache": str(self.cache.path) if self.cache.path else None},
         }
 
-    def run_key(self, input_sha256: str) -> str:
-        """Identity of a run for --resume: input bytes, method options and every model's sha256."""
+    def identity(self) -> dict:
+        """What a result depends on besides the input (the resume key): method options, every model's sha256."""
         d = self.describe()
-        key = {"input": input_sha256, "options": d["options"], "precision": self.precision,
-               "models": {r: (v["backend"], v["name"], v["sha256"]) for r, v in d["backends"].items()}}
-        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+        return {"options": d["options"], "precision": self.precision,
+                "models": {r: (v["backend"], v["name"], v["sha256"]) for r, v in d["backends"].items()}}
+
+    def summary(self, results: list[dict], run: RunFacts) -> dict:
+        """The summary of a file: means, statuses, backends and settings, cache use, timings."""
+        scored = len(results) - run.items_resumed
+        return {**summarise(results), **self.describe(), "cache": run.cache,
+                "timings": {"total_s": round(run.total_s, 3), "load_s": round(run.load_s, 3),
+                            "stages_s": {s: round(self.timer.seconds[s], 3) for s in STAGES},
+                            "responses_per_s": round(scored / run.total_s, 4) if run.total_s > 0 else None,
+                            "items_resumed": run.items_resumed}}
 
 
 def summarise(items: list[dict]) -> dict:
     """Means over scored items, the share without a valid question, status counts."""
     scored = [it for it in items if it.get("status") == "ok"]
-    statuses: dict[str, int] = {}
-    for it in items:
-        statuses[it.get("status", "?")] = statuses.get(it.get("status", "?"), 0) + 1
-
-    def mean(key):
-        vals = [it[key] for it in scored if it.get(key) is not None]
-        return sum(vals) / len(vals) if vals else None
-
-    no_q = sum(1 for it in scored if it["no_valid_question"])
-    return {"n_items": len(items), "n_scored": len(scored), "status_counts": statuses,
-            "Q2": mean("Q2"), "Q2_no_nli": mean("Q2_no_nli"),
-            "no_valid_question_share": no_q / len(scored) if scored else None,
-            "valid_questions_per_response": (sum(len(it["questions"]) for it in scored) / len(scored)) if scored else None}
+    return {"num_items": len(items), "num_scored": len(scored), "status_counts": status_counts(items),
+            "Q2": mean(it.get("Q2") for it in scored), "Q2_no_nli": mean(it.get("Q2_no_nli") for it in scored),
+            "no_valid_question_share": mean(float(bool(it["no_valid_question"])) for it in scored),
+            "valid_questions_per_response": mean(len(it["questions"]) for it in scored)}
 
 
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def run_q2(input_path, out_path, settings: Settings | None = None, *, options: Q2Options | None = None,
-           backend: str = "auto", precision: str = "int8", resume: bool = False, summary_path=None,
-           progress: bool = True, scorer: Q2Scorer | None = None) -> dict:
-    """Score every row of ``input_path`` into ``out_path`` (JSONL) and write the summary JSON
-    (default ``OUT.summary.json``); returns the summary."""
-    t_start = time.perf_counter()
+def q2_file(input_path, output_path, settings: Settings | None = None, *, options: Q2Options | None = None,
+            backend: str | None = None, precision: str | None = None, resume: bool = False, summary_path=None,
+            progress: bool = True, scorer: Q2Scorer | None = None) -> dict:
+    """Score every row of ``input_path`` into ``output_path`` (JSONL) and write the summary JSON
+    (default ``OUT.summary.json``); returns the summary. ``scorer``: an already loaded one;
+    ``backend``/``precision``: as :class:`Q2Scorer`'s."""
     check_threads((settings or Settings()).threads)  # a bad FSCORE_LITE_THREADS (no --threads) stops here
     data = read_input(input_path)  # once: a pipe cannot be read twice
     records = read_q2_rows(data)  # all input is checked before any output exists
-    out_path = Path(out_path)
-    summary_path = Path(summary_path) if summary_path else summary_path_for(out_path)
-    # and every output path, before any model is loaded
-    check_writable_outputs([out_path, summary_path, out_path.with_name(out_path.name + ".partial")],
-                           inputs=[input_path])
-    lock = OutputLock([out_path, summary_path]).acquire()  # one run per output, taken before models load
-    try:
-        scorer = scorer or Q2Scorer(settings, options=options, backend=backend, precision=precision)
-        writer = ResumableJsonlWriter(out_path, resume=resume, run_key=scorer.run_key(data.sha256),
-                                      lines=[r.line for r in records], lock=lock)
-    except BaseException:
-        lock.release()
-        raise
-    resumed = sum(1 for r in records if writer.done(r.line))
-    bar = Progress(len(records), "q2", enabled=progress, item_unit="responses")
-    hits0, misses0 = scorer.cache.hits, scorer.cache.misses
-    try:
-        for rec in records:
-            if writer.done(rec.line):
-                bar.skip()
-                continue
-            item = scorer.score_item(rec.data)
-            writer.add(rec.line, item)
-            bar.advance(len(item.get("questions") or ()), unit="questions")
-            bar.advance()
-        elapsed = time.perf_counter() - t_start
-        summary = {"input": str(input_path), "output": str(out_path), **summarise(writer.ordered()),
-                   "resumed_items": resumed, **scorer.describe(),
-                   "cache": {"hits": scorer.cache.hits - hits0, "misses": scorer.cache.misses - misses0},
-                   "timings": {"total_s": round(elapsed, 3),
-                               "stages_s": {s: round(scorer.timer.seconds[s], 3) for s in STAGES},
-                               "responses_per_s": round((len(records) - resumed) / elapsed, 4) if elapsed > 0 else None}}
-        atomic_write_json(summary_path, summary)  # first: if it fails, the partial file still resumes
-        writer.finish()
-    finally:
-        writer.close()
-        bar.close()
+
+    def load() -> Q2Scorer:
+        return scorer or Q2Scorer(settings, options=options, backend=backend, precision=precision)
+
+    summary, _ = run_file(input_path, output_path, records, load, input_sha256=data.sha256,
+                          summary_path=summary_path, resume=resume, label="q2", progress=progress,
+                          item_unit="responses")
     return summary
+
+
+run_q2 = q2_file  # the earlier name

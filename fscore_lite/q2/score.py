@@ -17,6 +17,7 @@ from .compare import e2e_pair, e2e_score, knowledge_f1, needs_nli, nli_pair, que
 from .spans import answer_candidates, is_personal_question
 
 STAGES = ("candidates", "qg", "qa_response", "qa_knowledge", "nli", "fallback")
+QUESTIONS = ("single", "multi")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class Q2Options:
     call per question (False, the reference's way), faster; logits differ only by float
     rounding (int8: by the activation scale of the batch). Batches are fixed by the response,
     never by other rows. ``batch_qg``: QG's part of that on its own (None: as ``batch``).
+    ``backend`` and ``precision`` choose the models (:mod:`.roles`); the summary records them
+    under ``backends`` and ``precision``, not with the method options.
     """
 
     questions: str = "single"
@@ -41,15 +44,25 @@ class Q2Options:
     no_nli_gets_fallback: bool = True
     batch: bool = True
     batch_qg: bool | None = None
+    backend: str = "auto"
+    precision: str = "int8"
+
+    @staticmethod
+    def choices() -> dict[str, tuple[str, ...]]:
+        from .roles import BACKENDS, PRECISIONS
+
+        return {"questions": QUESTIONS, "backend": BACKENDS, "precision": PRECISIONS}
 
     def __post_init__(self):
-        if self.questions not in ("single", "multi"):
-            from ..errors import FscoreError
+        from ..errors import FscoreError
 
-            raise FscoreError(f"--questions must be single or multi, not {self.questions!r}")
+        for name, allowed in self.choices().items():
+            if getattr(self, name) not in allowed:
+                raise FscoreError(f"--{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """The method options (the summary's ``options``)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("backend", "precision")}
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..factscore.score import RESPONSE_STATUSES
+from ..records import RESPONSE_STATUSES, status_counts
 from ..stats import N_BOOT, SEED, auc, bootstrap_ci, mean, paired_difference
 from .figures import category_bins, category_of, order_categories, position_bins, roc_points
 from .load import FACTSCORE, Q2, Run
@@ -83,9 +83,7 @@ def factscore_run(run: Run, index: int, *, category_field: str = "cat", bins: in
     summ = run.summary or {}
     settings = summ.get("settings") or {}
     models = summ.get("models") or {}
-    statuses: dict = {}
-    for r in recs:
-        statuses[r.get("status", "?")] = statuses.get(r.get("status", "?"), 0) + 1
+    statuses = status_counts(recs)
     store = summ.get("store") or {}
     score = mean(scores)
     ci = bootstrap_ci(scores, n_boot=n_boot, seed=seed)
@@ -122,7 +120,7 @@ def factscore_run(run: Run, index: int, *, category_field: str = "cat", bins: in
         "facts_per_response": mean(facts), "n_items": len(recs), "n_responding": len(responding),
         "n_facts": sum(facts), "n_supported": sum(sum(1 for d in r["decisions"] if d.get("is_supported"))
                                                   for r in responding),
-        "statuses": dict(sorted(statuses.items())), "mode": settings.get("mode"), "verifier": verifier,
+        "statuses": statuses, "mode": settings.get("mode"), "verifier": verifier,
         "models": model_names, "store_sha256": store.get("sha256"), "store_path": store.get("path"),
         "summary_score": summ.get("score"),
         "responses": responses, "_fig": fig,
@@ -200,9 +198,7 @@ def q2_run(run: Run, index: int) -> dict:
     recs = run.records
     scored = [r for r in recs if r.get("status") == "ok"]
     summ = run.summary or {}
-    statuses: dict = {}
-    for r in recs:
-        statuses[r.get("status", "?")] = statuses.get(r.get("status", "?"), 0) + 1
+    statuses = status_counts(recs)
     responses = []
     for r in recs:
         qs = []
@@ -229,7 +225,7 @@ def q2_run(run: Run, index: int) -> dict:
             "n_items": len(recs), "n_scored": len(scored),
             "no_valid_question_share": mean([1.0 if r.get("no_valid_question") else 0.0 for r in scored]),
             "n_questions": sum(len(r.get("questions") or []) for r in scored),
-            "statuses": dict(sorted(statuses.items())),
+            "statuses": statuses,
             "backends": {k: f"{v.get('backend')}:{v.get('name')}" for k, v in backends.items() if isinstance(v, dict)},
             "responses": responses, "group": roc_group(run.path)}
 
