@@ -151,6 +151,7 @@ class FakeScorer:
         self.options, self.settings = ScoreOptions(progress=False), Settings(threads=1, store=Path("a-store"))
         self.llm = type("L", (), {"sha256": "l" * 64, "stats": FakeStats()})()
         self.store = type("S", (), {"sha256": "s" * 64})()
+        self.retriever = type("R", (), {"has_topic": staticmethod(lambda topic: True)})()  # every topic known
         self._llm, self.llm_loaded = self.llm, True
         self.scored: list[int] = []
 

@@ -34,7 +34,7 @@ class StopAt(FakeScorer):
         super().__init__()
         self.stop = stop
 
-    def score_item(self, item):
+    def score_item(self, item, progress=None):
         if item.line == self.stop:
             raise KeyboardInterrupt
         return super().score_item(item)
@@ -169,7 +169,7 @@ def test_a_lone_surrogate_is_refused_before_anything_is_written(tmp_path, field)
 
 # 10. a full disk ------------------------------------------------------------------------------
 def test_a_full_disk_while_items_are_written_is_a_clear_error_and_resumes(tmp_path, monkeypatch):
-    import fscore_lite.factscore.pipeline as pipeline
+    import fscore_lite.driver as driver
 
     class OnFullDisk(ResumableJsonlWriter):
         """Appends go to /dev/full after the first item: the buffered line cannot be flushed."""
@@ -184,11 +184,11 @@ def test_a_full_disk_while_items_are_written_is_a_clear_error_and_resumes(tmp_pa
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this system")
     src, out = _src(tmp_path), tmp_path / "out.jsonl"
-    monkeypatch.setattr(pipeline, "ResumableJsonlWriter", OnFullDisk)
+    monkeypatch.setattr(driver, "ResumableJsonlWriter", OnFullDisk)
     with pytest.raises(OutputError) as e:
         score_file(src, out, options=ScoreOptions(**OPTS), scorer=FakeScorer())
     assert "No space left on device" in str(e.value) and "--resume" in str(e.value)
-    monkeypatch.setattr(pipeline, "ResumableJsonlWriter", ResumableJsonlWriter)
+    monkeypatch.setattr(driver, "ResumableJsonlWriter", ResumableJsonlWriter)
     again = FakeScorer()
     summary = score_file(src, out, options=ScoreOptions(**OPTS), scorer=again, resume=True)
     assert again.scored == [2, 3] and summary["num_items"] == 3

@@ -169,7 +169,7 @@ PROBES = [
           env={"FSCORE_LITE_THREADS": "abc"}),
     Probe("cache info with FSCORE_LITE_THREADS=abc", ["cache", "info"], 0, '"exists": false',
           env={"FSCORE_LITE_THREADS": "abc"}),
-    Probe("--mode bogus", ["score", "{d}/in.jsonl", "--mode", "x"], 2, "--mode must be parity or shared-context",
+    Probe("--mode bogus", ["score", "{d}/in.jsonl", "--mode", "x"], 2, "--mode must be one of parity, shared-context",
           _w("in.jsonl", GOOD)),
     # ---- corrupted cache, store, manifest
     Probe("damaged cache: doctor", ["doctor"], 0, "the call cache", _all(_mkdir("home"), _w("home/calls.sqlite",
@@ -255,7 +255,7 @@ def test_two_real_runs_on_one_output(tmp_path):
     code = ("import os, time, sys; sys.path.insert(0, %r); from tests.test_paths import FakeScorer\n"
             "from fscore_lite.factscore.pipeline import ScoreOptions, score_file\n"
             "class Held(FakeScorer):\n"
-            "    def score_item(self, item):\n"
+            "    def score_item(self, item, progress=None):\n"
             "        print('item', flush=True)\n"
             "        while not os.path.exists(%r): time.sleep(0.05)\n"
             "        return super().score_item(item)\n"

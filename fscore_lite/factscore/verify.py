@@ -15,7 +15,10 @@ import math
 import string
 from dataclasses import dataclass
 
-from .retrieve import Evidence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the CLI imports this module for its defaults
+    from .retrieve import Evidence
 
 TRUE_WORDS = ("True", " True")
 FALSE_WORDS = ("False", " False")
