@@ -98,11 +98,14 @@ def build_store(
     progress: bool = True,
     embedder: SentenceEmbedder | None = None,
     hnsw: bool = False,
+    encode=None,
 ) -> BuildStats:
     """Build a passage store at ``output`` from a FActScore DB, a TSV or a JSONL file.
 
     ``hnsw``: also build the HNSW index over all passages, which store-wide search needs.
     ``threads``: embedding threads (the HNSW index is always built with one, for reproducibility).
+    ``encode``: ``(texts, batch_size) -> vectors`` in place of ``embedder.encode`` with the same
+    bytes (``kb build --ray``: :class:`fscore_lite.distributed.ray_embed.RayEncoder`).
     """
     source = Path(source)
     prog = _Progress(progress)
@@ -148,7 +151,7 @@ def build_store(
             return
         texts = [passage_embedding_text(p.title, t) for p, psgs in pending for t in psgs]
         e0 = time.monotonic()
-        vectors = embedder.encode(texts, batch_size=batch_size)
+        vectors = (encode or embedder.encode)(texts, batch_size=batch_size)
         stats.embed_seconds += time.monotonic() - e0
         row = 0
         for page, psgs in pending:

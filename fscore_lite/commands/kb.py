@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..distributed import RAY_ACTORS_HELP, ray_encoder
 from ..settings import Settings
 
 app = typer.Typer(no_args_is_help=True)
@@ -49,6 +50,9 @@ def build(
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress line.")] = False,
+    ray: Annotated[Optional[str], typer.Option("--ray", help="Embed the passages on Ray actors (local, auto or a "
+                                               "cluster address; needs fscore-lite[ray]): the same store bytes.")] = None,
+    ray_actors: Annotated[Optional[int], typer.Option("--ray-actors", help=RAY_ACTORS_HELP)] = None,
 ) -> None:
     """Build a passage store: chunk pages (JSONL) or keep DB passages, embed them, index them.
 
@@ -64,6 +68,7 @@ def build(
 
         raise FscoreError(f"the index builder is not installed with this fscore-lite ({e})") from None
 
+    embedder, encode = ray_encoder(ray, ray_actors, threads, models_dir)  # None, None without --ray
     stats = build_store(
         source,
         output,
@@ -77,6 +82,8 @@ def build(
         overwrite=force,
         progress=not quiet,
         hnsw=hnsw,
+        embedder=embedder,
+        encode=encode,
     )
     _echo_json(stats.to_json())
 

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from ..distributed import RAY_ACTORS_HELP, RAY_HELP, executor_for
 from ..settings import Settings
 
 
@@ -29,6 +30,8 @@ def q2(
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
+    ray_actors: Optional[int] = typer.Option(None, "--ray-actors", help=RAY_ACTORS_HELP),
 ) -> None:
     """Score grounded responses with Q²: questions from the response, answered on the knowledge."""
     from ..io import summary_path_for
@@ -39,8 +42,9 @@ def q2(
     output = output or input.with_name(input.stem + ".q2.jsonl")
     options = Q2Options(questions=_choice(questions, ("single", "multi"), "--questions"),
                         remove_personal=not keep_personal, no_nli_gets_fallback=not no_nli_pure)
-    result = run_q2(input, output, settings, options=options, backend=backend, precision=precision, resume=resume,
-                    summary_path=summary, progress=not quiet)
+    with executor_for(ray, ray_actors, "q2", settings, options, backend=backend, precision=precision) as executor:
+        result = run_q2(input, output, settings, options=options, backend=backend, precision=precision,
+                        resume=resume, summary_path=summary, progress=not quiet, executor=executor)
     keys = ("Q2", "Q2_no_nli", "no_valid_question_share", "n_items", "n_scored", "status_counts")
     backends = {role: f"{d['backend']}:{d['name']}" for role, d in result["backends"].items()}
     typer.echo(json.dumps({k: result[k] for k in keys} | {"backends": backends, "output": str(output),

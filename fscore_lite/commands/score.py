@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from ..distributed import RAY_ACTORS_HELP, RAY_HELP, executor_for
 from ..settings import Settings
 
 
@@ -42,6 +43,8 @@ def score(
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
+    ray_actors: Optional[int] = typer.Option(None, "--ray-actors", help=RAY_ACTORS_HELP),
 ) -> None:
     """Score long-form generations with FActScore against a passage store."""
     from ..factscore.pipeline import ScoreOptions, score_file, summary_path_for
@@ -53,7 +56,8 @@ def score(
     options = ScoreOptions(verifier=verifier, share=share, mode=mode, gamma=gamma, abstain=abstain, k=k, search_all=search_all, npm=npm,
                            chat_template=chat_template, context_budget=context_budget, progress=not quiet,
                            max_output_chars=max_output_chars, demo_shortcut=demo_shortcut)
-    result = score_file(input, output, settings, options, resume=resume, summary_path=summary)
+    with executor_for(ray, ray_actors, "factscore", settings, options) as executor:
+        result = score_file(input, output, settings, options, resume=resume, summary_path=summary, executor=executor)
     keys = ("score", "score_ci95", "score_by_decisions", "init_score", "respond_ratio", "num_facts_per_response", "num_items", "status_counts")
     typer.echo(json.dumps({k: result.get(k) for k in keys if k in result or k != "score_by_decisions"} | {"output": str(output),
                           "summary": str(summary or summary_path_for(output))}, indent=2))

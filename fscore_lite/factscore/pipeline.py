@@ -11,10 +11,12 @@ import inspect
 import json
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 from ..backends.onnx_session import session_spin
 from ..cache import CallCache
+from ..distributed import LocalExecutor
 from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs
 from ..io import summary_path_for as io_summary_path_for
 from ..progress import Progress
@@ -282,11 +284,12 @@ summary_path_for = io_summary_path_for  # OUT.summary.json, the convention score
 
 def score_file(input_path: str | Path, output_path: str | Path, settings: Settings | None = None,
                options: ScoreOptions | None = None, resume: bool = False, scorer: FactScorer | None = None,
-               summary_path: str | Path | None = None) -> dict:
+               summary_path: str | Path | None = None, executor=None) -> dict:
     """Score a JSONL file; write ``output_path`` (one line per item) and the summary JSON.
 
     The input is read and checked, and every output path checked (not an input file, not a
-    directory, writable), before any model is loaded."""
+    directory, writable), before any model is loaded. ``executor`` (default: this process, one
+    item after the other) scores the pending items: see :mod:`fscore_lite.distributed`."""
     settings = settings or Settings()
     options = options or ScoreOptions()
     input_path, output_path = Path(input_path), Path(output_path)
@@ -308,12 +311,12 @@ def score_file(input_path: str | Path, output_path: str | Path, settings: Settin
                                if options.search_all or retriever is None or retriever.has_topic(it.topic)),
                            FACTS_VERIFIED)
     try:
-        for item in items:
-            if writer.done(item.line):
-                progress.skip()
-                continue
-            rec = scorer.score_item(item, progress) if with_progress else scorer.score_item(item)
-            writer.add(item.line, rec)
+        for _ in range(len(items) - len(pending)):
+            progress.skip()
+        executor = executor or LocalExecutor(partial(scorer.score_item, progress=progress) if with_progress
+                                             else scorer.score_item)
+        for item, (line, rec) in zip(pending, executor.map((it.line, it) for it in pending)):
+            writer.add(line, rec)
             progress.advance(note=item.topic[:30])
         progress.close()
         results = writer.ordered()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..backends.onnx_session import session_spin
 from ..cache import CallCache
+from ..distributed import LocalExecutor
 from ..errors import InputError
 from ..io import ResumableJsonlWriter, atomic_write_json, check_writable_outputs, read_records, require_text
 from ..io import summary_path_for
@@ -134,9 +135,10 @@ def file_sha256(path) -> str:
 
 def run_q2(input_path, out_path, settings: Settings | None = None, *, options: Q2Options | None = None,
            backend: str = "auto", precision: str = "int8", resume: bool = False, summary_path=None,
-           progress: bool = True, scorer: Q2Scorer | None = None) -> dict:
+           progress: bool = True, scorer: Q2Scorer | None = None, executor=None) -> dict:
     """Score every row of ``input_path`` into ``out_path`` (JSONL) and write the summary JSON
-    (default ``OUT.summary.json``); returns the summary."""
+    (default ``OUT.summary.json``); returns the summary. ``executor`` (default: this process)
+    scores the pending rows: see :mod:`fscore_lite.distributed`."""
     t_start = time.perf_counter()
     records = read_q2_rows(input_path)  # all input is checked before any output exists
     out_path = Path(out_path)
@@ -150,12 +152,11 @@ def run_q2(input_path, out_path, settings: Settings | None = None, *, options: Q
     bar = Progress(len(records), "q2", enabled=progress, item_unit="responses")
     hits0, misses0 = scorer.cache.hits, scorer.cache.misses
     try:
-        for rec in records:
-            if writer.done(rec.line):
-                bar.skip()
-                continue
-            item = scorer.score_item(rec.data)
-            writer.add(rec.line, item)
+        for _ in range(resumed):
+            bar.skip()
+        pending = ((rec.line, rec.data) for rec in records if not writer.done(rec.line))
+        for line, item in (executor or LocalExecutor(scorer.score_item)).map(pending):
+            writer.add(line, item)
             bar.advance(len(item.get("questions") or ()), unit="questions")
             bar.advance()
         elapsed = time.perf_counter() - t_start
