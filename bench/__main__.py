@@ -39,6 +39,7 @@ SECTIONS = {  # name: title, in document order
     "int8_fp32": "int8 vs fp32 agreement",
     "store": "Passage store: build, retrieval latency, HNSW at scale, peak RSS",
     "dist": "Single-file binary: size and start-up",
+    "ray_scaling": "Ray: scoring and passage embedding with 1 and 2 actors (cost model: docs/RAY.md)",
 }
 DEFAULT = [s for s in SECTIONS]
 BEGIN, END = "<!-- bench:{} -->", "<!-- /bench:{} -->"

@@ -161,21 +161,21 @@ def test_q2_on_ray_from_the_cli_is_byte_identical(ray_local, tiny_bundle, tmp_pa
 
 def test_kb_build_embedding_on_ray_gives_the_same_store_bytes(ray_local, minilm_embedder, minilm_bundle_dir,
                                                                tmp_path):
-    from fscore_lite.distributed.ray_embed import RayEncoder
+    from fscore_lite.distributed import ray_build_options
     from fscore_lite_index.build import build_store
 
-    def build(path, encode=None):
+    def build(path, **options):
         build_store(EXAMPLES / "pages.jsonl", path, source_label="examples", snapshot="2026", threads=1,
-                    embedder=minilm_embedder, progress=False, hnsw=True, encode=encode)
+                    batch_size=8, progress=False, hnsw=True, **options)  # several batches for 2 actors
         return {f.name: f.read_bytes() for f in sorted(path.iterdir())}
 
-    local = build(tmp_path / "local")
-    encoder = RayEncoder(minilm_embedder, minilm_bundle_dir, "auto", actors=2)
+    local = build(tmp_path / "local", embedder=minilm_embedder)
+    options = ray_build_options("auto", 2, 1, minilm_bundle_dir)  # what `kb build --ray auto` passes
     try:
-        on_ray = build(tmp_path / "ray", encoder)
+        on_ray = build(tmp_path / "ray", **options)
     finally:
-        encoder.close()
-    assert encoder.batches > 1 and "hnsw.bin" in local and on_ray == local
+        options["encode"].close()
+    assert options["encode"].batches > 1 and "hnsw.bin" in local and on_ray == local
 
 
 def test_bad_ray_options_are_clear_errors_before_any_work(tmp_path):

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..distributed import RAY_ACTORS_HELP, ray_encoder
+from ..distributed import RAY_ACTORS_HELP, ray_build_options
 from ..settings import Settings
 
 app = typer.Typer(no_args_is_help=True)
@@ -68,7 +68,6 @@ def build(
 
         raise FscoreError(f"the index builder is not installed with this fscore-lite ({e})") from None
 
-    embedder, encode = ray_encoder(ray, ray_actors, threads, models_dir)  # None, None without --ray
     stats = build_store(
         source,
         output,
@@ -82,8 +81,7 @@ def build(
         overwrite=force,
         progress=not quiet,
         hnsw=hnsw,
-        embedder=embedder,
-        encode=encode,
+        **ray_build_options(ray, ray_actors, threads, models_dir),
     )
     _echo_json(stats.to_json())
 

@@ -51,12 +51,13 @@ def executor_for(ray: str | None, actors: int | None, kind: str, settings, optio
         executor.close()
 
 
-def ray_encoder(ray: str | None, actors: int | None, threads: int | None, models_dir=None):
-    """``(embedder, encode)`` for ``kb build --ray``: the driver's embedder (it chunks and orders
-    the texts) and a :class:`~fscore_lite.distributed.ray_embed.RayEncoder`; ``(None, None)``
-    without ``--ray``. The actors end with this process (Ray kills a job's actors with it)."""
+def ray_build_options(ray: str | None, actors: int | None, threads: int | None, models_dir=None) -> dict:
+    """``build_store`` arguments for ``kb build --ray``: the driver's embedder (it chunks and
+    orders the texts), a :class:`~fscore_lite.distributed.ray_embed.RayEncoder` and flushes
+    large enough to keep many actors busy; ``{}`` without ``--ray``. The actors end with this
+    process (Ray ends a job's actors with its driver)."""
     if ray is None:
-        return None, None
+        return {}
     _check_actors(actors)
     from ..backends.embed import SentenceEmbedder
     from ..manifest import Bundle
@@ -65,7 +66,8 @@ def ray_encoder(ray: str | None, actors: int | None, threads: int | None, models
 
     settings = Settings().with_(threads=threads, models_dir=models_dir)
     embedder = SentenceEmbedder.from_bundle(Bundle(settings.models_dir), DEFAULT_EMBED, settings.threads)
-    return embedder, RayEncoder(embedder, settings.models_dir, ray, actors)
+    return {"embedder": embedder, "encode": RayEncoder(embedder, settings.models_dir, ray, actors),
+            "flush_passages": RayEncoder.FLUSH_PASSAGES}
 
 
 def _check_actors(actors: int | None) -> None:

@@ -44,6 +44,10 @@ class RayEncoder(RayPool):
 
     ``embedder`` is the driver's (it tokenizes, to order the texts as ``encode`` would)."""
 
+    # passages per call from build_store: 128 batches of 32, work for up to 128 actors at once
+    # (the store's bytes do not depend on it: pages are written in the same order)
+    FLUSH_PASSAGES = 4096
+
     def __init__(self, embedder, models_dir: str | Path, address: str = "local", actors: int | None = None):
         super().__init__(address, actors)
         self.embedder, self.models_dir = embedder, Path(models_dir)
