@@ -155,6 +155,8 @@ def test_q2_on_ray_from_the_cli_is_byte_identical(ray_local, tiny_bundle, tmp_pa
                            "--threads", "1", "--ray", "auto", "--ray-actors", "2", "-q"],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
+    ran = json.loads(proc.stdout)["ray"]
+    assert ran["address"] == "auto" and ran["actors"] == 2 and ran["cache_rows_written"] > 0
     assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
     assert _cache_keys(tmp_path / "h2" / "calls.sqlite") == _cache_keys(tmp_path / "h1" / "calls.sqlite")
 

@@ -45,10 +45,11 @@ def q2(
     with executor_for(ray, ray_actors, "q2", settings, options, backend=backend, precision=precision) as executor:
         result = run_q2(input, output, settings, options=options, backend=backend, precision=precision,
                         resume=resume, summary_path=summary, progress=not quiet, executor=executor)
+        ran_on = {"ray": executor.describe()} if executor else {}
     keys = ("Q2", "Q2_no_nli", "no_valid_question_share", "n_items", "n_scored", "status_counts")
     backends = {role: f"{d['backend']}:{d['name']}" for role, d in result["backends"].items()}
     typer.echo(json.dumps({k: result[k] for k in keys} | {"backends": backends, "output": str(output),
-                          "summary": str(summary or summary_path_for(output))}, indent=2))
+                          "summary": str(summary or summary_path_for(output))} | ran_on, indent=2))
 
 
 def meta_eval_q2(

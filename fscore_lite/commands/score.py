@@ -58,9 +58,10 @@ def score(
                            max_output_chars=max_output_chars, demo_shortcut=demo_shortcut)
     with executor_for(ray, ray_actors, "factscore", settings, options) as executor:
         result = score_file(input, output, settings, options, resume=resume, summary_path=summary, executor=executor)
+        ran_on = {"ray": executor.describe()} if executor else {}
     keys = ("score", "score_ci95", "score_by_decisions", "init_score", "respond_ratio", "num_facts_per_response", "num_items", "status_counts")
     typer.echo(json.dumps({k: result.get(k) for k in keys if k in result or k != "score_by_decisions"} | {"output": str(output),
-                          "summary": str(summary or summary_path_for(output))}, indent=2))
+                          "summary": str(summary or summary_path_for(output))} | ran_on, indent=2))
 
 
 def register(app: typer.Typer) -> None:

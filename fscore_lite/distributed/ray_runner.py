@@ -252,6 +252,12 @@ class RayExecutor(RayPool):
             self.pids.add(res["pid"])
             yield res["line"], res["record"]
 
+    def describe(self) -> dict:
+        """For the command's printed result: where the items ran (more processes than actors:
+        some actor was restarted)."""
+        return {"address": self.address, "actors": len(self.actors or ()), "processes": len(self.pids),
+                "cache_rows_written": self.rows_written}
+
     def close(self) -> None:
         super().close()
         if self.cache is not None:
