@@ -93,8 +93,12 @@ class RecordingCache(CallCache):
             self.rows.append((model, kind, self._key(payload)[1], output))
 
     def take_rows(self) -> list[tuple[str, str, str, Any]]:
+        """The rows added since the last call, forgotten here (the driver keeps them), so an
+        actor's memory does not grow with the items it scores."""
         with self._lock:
             rows, self.rows = self.rows, []
+            self._db.execute("DELETE FROM calls")
+            self._db.commit()
         return rows
 
 
