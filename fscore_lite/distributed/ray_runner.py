@@ -137,8 +137,12 @@ class ScoringActor:
         except FscoreError as e:  # reported by ready(), not as a Ray traceback
             self.error = str(e)
 
-    def ready(self) -> tuple[int, str | None]:
-        return os.getpid(), self.error
+    def ready(self) -> tuple[str | None, str | None]:
+        """(what the results depend on: every model's sha256 and the settings, or an error)."""
+        if self.error:
+            return None, self.error
+        s = self.scorer
+        return (json.dumps(s.identity(), sort_keys=True) if hasattr(s, "identity") else s.run_key("")), None
 
     def score(self, line_item: tuple[int, Any]) -> dict:
         line, item = line_item
@@ -241,9 +245,13 @@ class RayExecutor(RayPool):
 
     def map(self, items: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, dict]]:
         if self.actors is None:
-            for _, error in self._start(ScoringActor, (self.spec,), self.spec.settings.threads):
+            ready = self._start(ScoringActor, (self.spec,), self.spec.settings.threads)
+            for _, error in ready:
                 if error:
                     raise FscoreError(error)
+            if len({identity for identity, _ in ready}) > 1:
+                raise FscoreError("the Ray actors loaded different models or stores: install the same model "
+                                  "bundle and store on every machine")
             path = self.spec.cache_path
             self.cache = CallCache(path) if path else None  # the one writer of the driver's cache
         for res in self._results("score", items, "scoring (finished items are kept: rerun with --resume)"):
