@@ -25,6 +25,12 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _work() -> Path:
+    path = bench_home() / "ray"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def _score_runs(data: Path, n_bios: int, cpus: int) -> dict:
     from fscore_lite.distributed.ray_runner import RayExecutor, ScorerSpec
     from fscore_lite.factscore.pipeline import ScoreOptions, score_file
@@ -33,9 +39,7 @@ def _score_runs(data: Path, n_bios: int, cpus: int) -> dict:
     store = wiki_store(data, n_bios)
     facts = labeled_facts(data)
     topics = [p["topic"] for p in wiki_pages(data, n_bios)]
-    work = bench_home() / "ray"
-    work.mkdir(parents=True, exist_ok=True)
-    src = work / f"bios{n_bios}.jsonl"
+    src = _work() / f"bios{n_bios}.jsonl"
     src.write_text("".join(json.dumps({"topic": t, "facts": facts[t]}, ensure_ascii=False) + "\n" for t in topics),
                    encoding="utf-8")
     n_facts = sum(len(facts[t]) for t in topics)
@@ -43,7 +47,7 @@ def _score_runs(data: Path, n_bios: int, cpus: int) -> dict:
     options = ScoreOptions(verifier="trained", progress=False)
     runs = []
     for actors in (0, 1, 2):  # 0: this process, the local loop
-        out = work / f"out-{actors}.jsonl"
+        out = _work() / f"out-{actors}.jsonl"
         executor, start_s = None, 0.0
         if actors:
             executor = RayExecutor(ScorerSpec("factscore", settings, options), "local", actors=min(actors, cpus))
@@ -70,15 +74,14 @@ def _embed_runs(data: Path, n_pages: int, cpus: int) -> dict:
     from fscore_lite.settings import DEFAULT_EMBED, Settings
     from fscore_lite_index.build import build_store
 
-    work = bench_home() / "ray"
-    src = work / f"pages{n_pages}.jsonl"
+    src = _work() / f"pages{n_pages}.jsonl"
     src.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in wiki_pages(data, n_pages)),
                    encoding="utf-8")
     settings = Settings(threads=1)
     embedder = SentenceEmbedder.from_bundle(Bundle(settings.models_dir), DEFAULT_EMBED, 1)
     runs = []
     for actors in (0, 1, 2):
-        out = work / f"store-{actors}"
+        out = _work() / f"store-{actors}"
         encoder, start_s = None, 0.0
         if actors:
             encoder = RayEncoder(embedder, settings.models_dir, "local", actors=min(actors, cpus))
@@ -86,8 +89,9 @@ def _embed_runs(data: Path, n_pages: int, cpus: int) -> dict:
             encoder.start()
             start_s = time.perf_counter() - t
         try:
+            flush = {"encode": encoder, "flush_passages": RayEncoder.FLUSH_PASSAGES} if encoder else {}  # as --ray
             stats = build_store(src, out, source_label="wiki-factscore-dev (bench)", snapshot="2026", threads=1,
-                                embedder=embedder, progress=False, hnsw=True, overwrite=True, encode=encoder)
+                                embedder=embedder, progress=False, hnsw=True, overwrite=True, **flush)
         finally:
             if encoder is not None:
                 encoder.close()
