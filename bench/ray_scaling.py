@@ -121,7 +121,36 @@ def run(args) -> tuple[str, dict]:
     finally:
         ray.shutdown()
     res = {"cpus": cpus, "ray_init_s": ray_start, "ray_version": ray.__version__, "score": score, "embed": embed}
+    res["cost_model"] = cost_model(res)
     return _markdown(res), res
+
+
+CASE_STUDY_BIOS = 6_500  # FActScore's case study: 13 LMs × 500 bios
+SNAPSHOT_PAGES = 6_500_000  # enwiki-20230401, FActScore's knowledge source
+MACHINES = (1, 8, 64)
+
+
+def cost_model(res: dict) -> dict:
+    """Wall time and machine-hours on N machines like this one (its CPUs, 1-thread actors), from
+    this run's figures: a machine does what the 2-actor run did per second; ``kb build`` adds the
+    driver's serial work (chunking, SQLite, HNSW: the one writer) to every flush, which no
+    number of machines shortens; the actors' start-up is paid once."""
+    s, e = res["score"]["runs"], res["embed"]["runs"]
+    start = res["ray_init_s"] + s[2]["actor_start_s"]
+    bio_s_machine = s[2]["seconds"] / s[2]["bios"]  # seconds per bio on one machine (all its actors)
+    psg_s_machine = e[2]["embed_seconds"] / e[2]["passages"]
+    driver_s = (e[0]["seconds"] - e[0]["embed_seconds"]) / e[0]["passages"]  # serial, per passage
+    per_page = e[0]["passages"] / e[0]["pages"]
+    passages = SNAPSHOT_PAGES * per_page
+    rows = []
+    for n in MACHINES:
+        bios_wall = start + CASE_STUDY_BIOS * bio_s_machine / n
+        embed_wall = start + passages * (psg_s_machine / n + driver_s)
+        rows.append({"machines": n, "case_study_wall_h": bios_wall / 3600, "case_study_machine_h": n * bios_wall / 3600,
+                     "snapshot_wall_h": embed_wall / 3600, "snapshot_machine_h": n * embed_wall / 3600})
+    return {"start_s": start, "bio_s_per_machine": bio_s_machine, "passage_s_per_machine": psg_s_machine,
+            "driver_s_per_passage": driver_s, "passages_per_page": per_page, "snapshot_passages": passages,
+            "store_bytes_per_passage": e[0]["store_bytes"] / e[0]["passages"], "rows": rows}
 
 
 def _markdown(res: dict) -> str:
@@ -152,4 +181,16 @@ def _markdown(res: dict) -> str:
            f"2 actors / 1 actor: **{e[1]['seconds'] / e[2]['seconds']:.2f}×** the passages per second. Stores "
            f"byte-identical: {same_e}; {e[0]['store_bytes'] / e[0]['passages']:.0f} bytes per passage on disk "
            "(with HNSW).", ""]
+    c = res["cost_model"]
+    rows = [[r["machines"], f"{r['case_study_wall_h']:.2f} h", f"{r['case_study_machine_h']:.2f}",
+             f"{r['snapshot_wall_h']:,.0f} h", f"{r['snapshot_machine_h']:,.0f}"] for r in c["rows"]]
+    md += [f"**Cost model** (docs/RAY.md): machines like this one ({res['cpus']} CPUs, {res['cpus']} actors); "
+           f"{c['bio_s_per_machine']:.2f} s per bio and {c['passage_s_per_machine'] * 1000:.0f} ms per passage per "
+           f"machine (the 2-actor runs), {c['driver_s_per_passage'] * 1000:.1f} ms per passage of serial driver work, "
+           f"{c['start_s']:.0f} s start-up; {CASE_STUDY_BIOS:,} bios with given facts; the snapshot as "
+           f"{SNAPSHOT_PAGES:,} pages × {c['passages_per_page']:.1f} passages per page (these pages' mean) = "
+           f"{c['snapshot_passages'] / 1e6:.0f} M passages, a {c['snapshot_passages'] * c['store_bytes_per_passage'] / 1e9:,.0f} "
+           "GB store:", "",
+           md_table(["machines", "case study: wall", "machine-hours", "snapshot embedding: wall", "machine-hours"],
+                    rows), ""]
     return "\n".join(md)
