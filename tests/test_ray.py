@@ -3,7 +3,8 @@ a killed actor restarted and its item retried, ``--resume`` from the driver's pa
 and every actor's model calls written to the call cache by the driver.
 
 One Ray instance (``ray.init(num_cpus=2)``) serves the module; FActScore items carry their facts
-and use the trained verifier, so no LLM runs.
+and use a trained verifier (the tiny one of tests/test_verifier.py, trained in seconds), so no
+LLM runs.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import EXAMPLES, skip_or_fail
+from .test_verifier import _train, tiny_inputs  # noqa: F401 - the fixture is used by name
 
 FACTS = {
     "Travis Oliphant": ["Travis Oliphant is the primary creator of NumPy.", "Travis Oliphant founded Anaconda.",
@@ -52,15 +54,16 @@ def items_file(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def local_score(items_file, example_store, tmp_path_factory):
+def verifier_models(tmp_path_factory, tiny_inputs):  # noqa: F811
+    """A model bundle: the installed embedder and a tiny trained verifier."""
+    return _train(tiny_inputs, tmp_path_factory.mktemp("ray-verifier"))[0]
+
+
+@pytest.fixture(scope="module")
+def local_score(items_file, example_store, verifier_models, tmp_path_factory):
     """``fscore-lite score`` without --ray in a subprocess: its output bytes, its cache, and
     whether the process ever loaded ray."""
-    from fscore_lite.manifest import Bundle
-    from fscore_lite.settings import Settings
-
-    models = Settings().models_dir
-    if Bundle(models).first_for_role("verifier") is None:
-        skip_or_fail(f"no trained verifier in {models}: run `make models-verifier`")
+    models = verifier_models
     home = tmp_path_factory.mktemp("home-local")
     out = home / "local.jsonl"
     code = ("import sys\nfrom fscore_lite.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
