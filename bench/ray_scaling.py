@@ -116,13 +116,23 @@ def run(args) -> tuple[str, dict]:
     connect("local", num_cpus=cpus)
     ray_start = time.perf_counter() - t
     try:
-        score = _score_runs(data, n_bios, cpus)
+        score = _score_runs(data, n_bios, cpus) if _verifier_installed() else None
         embed = _embed_runs(data, n_pages, cpus)
     finally:
         ray.shutdown()
     res = {"cpus": cpus, "ray_init_s": ray_start, "ray_version": ray.__version__, "score": score, "embed": embed}
     res["cost_model"] = cost_model(res)
     return _markdown(res), res
+
+
+def _verifier_installed() -> bool:
+    from fscore_lite.manifest import Bundle
+    from fscore_lite.settings import Settings
+
+    if Bundle(Settings().models_dir).first_for_role("verifier") is not None:
+        return True
+    log("ray_scaling: no trained verifier installed (make models-verifier): the FActScore part is not run")
+    return False
 
 
 CASE_STUDY_BIOS = 6_500  # FActScore's case study: 13 LMs × 500 bios
@@ -135,18 +145,19 @@ def cost_model(res: dict) -> dict:
     this run's figures: a machine does what the 2-actor run did per second; ``kb build`` adds the
     driver's serial work (chunking, SQLite, HNSW: the one writer) to every flush, which no
     number of machines shortens; the actors' start-up is paid once."""
-    s, e = res["score"]["runs"], res["embed"]["runs"]
-    start = res["ray_init_s"] + s[2]["actor_start_s"]
-    bio_s_machine = s[2]["seconds"] / s[2]["bios"]  # seconds per bio on one machine (all its actors)
+    s, e = res["score"]["runs"] if res["score"] else None, res["embed"]["runs"]
+    start = res["ray_init_s"] + (s or e)[2]["actor_start_s"]
+    bio_s_machine = s[2]["seconds"] / s[2]["bios"] if s else None  # seconds per bio on one machine (all its actors)
     psg_s_machine = e[2]["embed_seconds"] / e[2]["passages"]
     driver_s = (e[0]["seconds"] - e[0]["embed_seconds"]) / e[0]["passages"]  # serial, per passage
     per_page = e[0]["passages"] / e[0]["pages"]
     passages = SNAPSHOT_PAGES * per_page
     rows = []
     for n in MACHINES:
-        bios_wall = start + CASE_STUDY_BIOS * bio_s_machine / n
+        bios_wall = start + CASE_STUDY_BIOS * bio_s_machine / n if s else None
         embed_wall = start + passages * (psg_s_machine / n + driver_s)
-        rows.append({"machines": n, "case_study_wall_h": bios_wall / 3600, "case_study_machine_h": n * bios_wall / 3600,
+        rows.append({"machines": n, "case_study_wall_h": bios_wall / 3600 if s else None,
+                     "case_study_machine_h": n * bios_wall / 3600 if s else None,
                      "snapshot_wall_h": embed_wall / 3600, "snapshot_machine_h": n * embed_wall / 3600})
     return {"start_s": start, "bio_s_per_machine": bio_s_machine, "passage_s_per_machine": psg_s_machine,
             "driver_s_per_passage": driver_s, "passages_per_page": per_page, "snapshot_passages": passages,
@@ -154,20 +165,14 @@ def cost_model(res: dict) -> dict:
 
 
 def _markdown(res: dict) -> str:
-    s, e = res["score"]["runs"], res["embed"]["runs"]
-    same_s = "yes" if len({r["sha256"] for r in s}) == 1 else "**NO**"
-    same_e = "yes" if len({r["store_sha256"] for r in e}) == 1 else "**NO**"
-    rows = []
-    for r in s:
-        rows.append([r["actors"] or "none (local loop)", r["bios"], r["facts"], f"{r['seconds']:.1f} s",
-                     f"{r['seconds'] / r['bios']:.2f} s", f"{r['facts'] / r['seconds']:.1f}",
-                     f"{r['actor_start_s']:.1f} s" if r["actors"] else "—"])
     md = [f"Ray {res['ray_version']}, one local instance with {res['cpus']} CPUs (`ray.init` {res['ray_init_s']:.1f} s), "
-          "1 thread per actor. **FActScore**: annotated bios with their human-made atomic facts given, trained "
-          "verifier, no call cache (`score --ray local --threads 1`):", "",
-          md_table(["actors", "bios", "facts", "time", "per bio", "facts/s", "actors' start-up"], rows), "",
-          f"2 actors / 1 actor: **{s[1]['seconds'] / s[2]['seconds']:.2f}×** the bios per second; 1 actor / local "
-          f"loop: {s[0]['seconds'] / s[1]['seconds']:.2f}×. Outputs byte-identical: {same_s}.", ""]
+          "1 thread per actor.", ""]
+    if res["score"]:
+        md += _score_markdown(res["score"]["runs"])
+    else:
+        md += ["**FActScore**: not run (no trained verifier was installed: `make models-verifier`).", ""]
+    e = res["embed"]["runs"]
+    same_e = "yes" if len({r["store_sha256"] for r in e}) == 1 else "**NO**"
     rows = []
     for r in e:
         rows.append([r["actors"] or "none (local encode)", r["pages"], r["passages"], f"{r['seconds']:.1f} s",
@@ -182,15 +187,32 @@ def _markdown(res: dict) -> str:
            f"byte-identical: {same_e}; {e[0]['store_bytes'] / e[0]['passages']:.0f} bytes per passage on disk "
            "(with HNSW).", ""]
     c = res["cost_model"]
-    rows = [[r["machines"], f"{r['case_study_wall_h']:.2f} h", f"{r['case_study_machine_h']:.2f}",
-             f"{r['snapshot_wall_h']:,.0f} h", f"{r['snapshot_machine_h']:,.0f}"] for r in c["rows"]]
+
+    def hours(x, fmt):
+        return "—" if x is None else format(x, fmt)
+
+    rows = [[r["machines"], hours(r["case_study_wall_h"], ".2f"), hours(r["case_study_machine_h"], ".2f"),
+             hours(r["snapshot_wall_h"], ",.0f"), hours(r["snapshot_machine_h"], ",.0f")] for r in c["rows"]]
+    per_bio = f"{c['bio_s_per_machine']:.2f} s per bio and " if c["bio_s_per_machine"] else ""
     md += [f"**Cost model** (docs/RAY.md): machines like this one ({res['cpus']} CPUs, {res['cpus']} actors); "
-           f"{c['bio_s_per_machine']:.2f} s per bio and {c['passage_s_per_machine'] * 1000:.0f} ms per passage per "
-           f"machine (the 2-actor runs), {c['driver_s_per_passage'] * 1000:.1f} ms per passage of serial driver work, "
-           f"{c['start_s']:.0f} s start-up; {CASE_STUDY_BIOS:,} bios with given facts; the snapshot as "
-           f"{SNAPSHOT_PAGES:,} pages × {c['passages_per_page']:.1f} passages per page (these pages' mean) = "
-           f"{c['snapshot_passages'] / 1e6:.0f} M passages, a {c['snapshot_passages'] * c['store_bytes_per_passage'] / 1e9:,.0f} "
-           "GB store:", "",
-           md_table(["machines", "case study: wall", "machine-hours", "snapshot embedding: wall", "machine-hours"],
-                    rows), ""]
+           f"{per_bio}{c['passage_s_per_machine'] * 1000:.0f} ms per passage per machine (the 2-actor runs), "
+           f"{c['driver_s_per_passage'] * 1000:.1f} ms per passage of serial driver work, {c['start_s']:.0f} s "
+           f"start-up; {CASE_STUDY_BIOS:,} bios with given facts; the snapshot as {SNAPSHOT_PAGES:,} pages × "
+           f"{c['passages_per_page']:.1f} passages per page (these pages' mean) = "
+           f"{c['snapshot_passages'] / 1e6:.0f} M passages, a "
+           f"{c['snapshot_passages'] * c['store_bytes_per_passage'] / 1e9:,.0f} GB store:", "",
+           md_table(["machines", "case study: wall (h)", "machine-hours", "snapshot embedding: wall (h)",
+                     "machine-hours"], rows), ""]
     return "\n".join(md)
+
+
+def _score_markdown(s: list[dict]) -> list[str]:
+    same = "yes" if len({r["sha256"] for r in s}) == 1 else "**NO**"
+    rows = [[r["actors"] or "none (local loop)", r["bios"], r["facts"], f"{r['seconds']:.1f} s",
+             f"{r['seconds'] / r['bios']:.2f} s", f"{r['facts'] / r['seconds']:.1f}",
+             f"{r['actor_start_s']:.1f} s" if r["actors"] else "—"] for r in s]
+    return ["**FActScore**: annotated bios with their human-made atomic facts given, trained verifier, no call "
+            "cache (`score --ray local --threads 1`):", "",
+            md_table(["actors", "bios", "facts", "time", "per bio", "facts/s", "actors' start-up"], rows), "",
+            f"2 actors / 1 actor: **{s[1]['seconds'] / s[2]['seconds']:.2f}×** the bios per second; 1 actor / local "
+            f"loop: {s[0]['seconds'] / s[1]['seconds']:.2f}×. Outputs byte-identical: {same}.", ""]
