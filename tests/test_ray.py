@@ -38,6 +38,7 @@ def ray_local():
     except ImportError:
         skip_or_fail("ray is not installed (pip install 'fscore-lite[ray]')")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_worker_niceness", "0")  # as fscore-lite's own `--ray local`
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     yield ray
     ray.shutdown()
