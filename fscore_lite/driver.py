@@ -51,7 +51,8 @@ def run_key(input_sha256: str, identity: dict) -> str:
 def run_file(input_path: str | Path, output_path: str | Path, items: Sequence, load: Callable[[], FileScorer], *,
              input_sha256: str, summary_path: str | Path | None = None, resume: bool = False, label: str, progress: bool = True,
              item_unit: str = "items", note: Callable[[Any], str] = lambda item: "",
-             plan: Callable[[FileScorer, list, Progress], None] | None = None) -> tuple[dict, FileScorer]:
+             plan: Callable[[FileScorer, list, Progress], None] | None = None,
+             executor=None) -> tuple[dict, FileScorer]:
     """Score ``items`` (validated, each with its input ``line``) into ``output_path`` and write the
     summary JSON (default ``OUT.summary.json``); returns the summary and the scorer.
 
@@ -59,7 +60,8 @@ def run_file(input_path: str | Path, output_path: str | Path, items: Sequence, l
     be read twice). ``load`` makes the scorer once the outputs are known to be writable and
     locked against a second run; ``plan`` may declare
     work up front (``Progress.add_total``) for the items still to score; ``note`` labels the
-    progress line after each item."""
+    progress line after each item. ``executor``: where the pending items are scored (default:
+    this process; see :mod:`fscore_lite.distributed`)."""
     input_path, output_path = Path(input_path), Path(output_path)
     summary_path = Path(summary_path) if summary_path else summary_path_for(output_path)
     partial = output_path.with_name(output_path.name + ".partial")
@@ -80,11 +82,14 @@ def run_file(input_path: str | Path, output_path: str | Path, items: Sequence, l
         pending = [it for it in items if not writer.done(it.line)]
         if plan is not None:
             plan(scorer, pending, bar)
-        for item in items:
-            if writer.done(item.line):
-                bar.skip()
-                continue
-            writer.add(item.line, scorer.score_item(item, bar))
+        for _ in range(len(items) - len(pending)):
+            bar.skip()
+        if executor is None:  # this process, one item after the other
+            from .distributed import LocalExecutor
+
+            executor = LocalExecutor(lambda item: scorer.score_item(item, bar))
+        for item, (line, rec) in zip(pending, executor.map((it.line, it) for it in pending)):
+            writer.add(line, rec)
             bar.advance(note=note(item))
         bar.close()
         run = RunFacts(load_s=t_loaded - t_start, total_s=time.monotonic() - t_start,

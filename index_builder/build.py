@@ -116,6 +116,8 @@ def build_store(
     resume: bool = False,
     workers: int | None = None,
     commit_pages: int = 20_000,
+    embed_pages=None,
+    window_pages: int = 1,
 ) -> BuildStats:
     """Build a passage store at ``output`` from a FActScore DB, a TSV, a JSONL file or a MediaWiki dump.
 
@@ -126,6 +128,9 @@ def build_store(
     ``resume``: continue an interrupted build of the same input and settings (same bytes as one run).
     ``workers``: chunking processes for text sources (default: the CPUs but one; 0 = in this process).
     ``commit_pages``: source pages between commits (how much a kill loses).
+    ``embed_pages``: ``(list of pages' embedding texts, batch_size) -> list of vectors`` in place of
+    :func:`embed_page` page by page, with the same bytes (``kb build --embed --ray``:
+    :class:`fscore_lite.distributed.ray_embed.RayEncoder`), fed ``window_pages`` pages at a time.
     """
     source = Path(source)
     prog = _Progress(progress)
@@ -186,26 +191,43 @@ def build_store(
     def save() -> None:
         writer.checkpoint({"identity": identity, "consumed": consumed, "duplicates": stats.duplicate_titles})
 
-    try:
-        for page, psgs in prepared_pages(pages, embedder, chunking, workers):
+    def embed_window(window: list) -> dict[int, np.ndarray]:
+        """Vectors of the window's pages that will be written (by position in the window)."""
+        wanted = [i for i, (page, psgs) in enumerate(window) if psgs and not writer.has_title(page.title)]
+        texts = [[passage_embedding_text(window[i][0].title, t) for t in window[i][1]] for i in wanted]
+        e0 = time.monotonic()
+        if embed_pages is None:
+            vectors = [embed_page(embedder, t, batch_size) for t in texts]
+        else:
+            vectors = embed_pages(texts, batch_size)
+        stats.embed_seconds += time.monotonic() - e0
+        return dict(zip(wanted, vectors))
+
+    def write_window(window: list) -> None:
+        nonlocal consumed
+        vectors = embed_window(window) if embed else {}
+        for i, (page, psgs) in enumerate(window):
             consumed += 1
             if psgs is None:
                 writer.add_redirect(page.title, page.redirect)
             elif writer.has_title(page.title):  # first wins, as in FActScore's build_db
                 stats.duplicate_titles += 1
             else:
-                vectors = None
-                if embed and psgs:
-                    e0 = time.monotonic()
-                    vectors = embed_page(embedder, [passage_embedding_text(page.title, t) for t in psgs], batch_size)
-                    stats.embed_seconds += time.monotonic() - e0
-                elif embed:
-                    vectors = np.zeros((0, embedder.dim), dtype=np.float32)
-                writer.add_page(page.title, psgs, vectors, page.aliases)
-            if consumed % commit_pages == 0:
+                v = vectors.get(i, np.zeros((0, embedder.dim), dtype=np.float32)) if embed else None
+                writer.add_page(page.title, psgs, v, page.aliases)
+            if consumed % commit_pages == 0:  # every page up to here is written
                 save()
             if consumed % 500 == 0:
                 prog.update(writer.page_count, writer.passage_count, position)
+
+    try:
+        window: list = []
+        for page, psgs in prepared_pages(pages, embedder, chunking, workers):
+            window.append((page, psgs))
+            if len(window) >= max(1, window_pages):
+                write_window(window)
+                window = []
+        write_window(window)
         save()
         if writer.page_count == 0:
             raise InputError(source, None, "no pages found")

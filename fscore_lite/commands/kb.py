@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..distributed import RAY_ACTORS_HELP, ray_build_options
 from ..settings import Settings
 
 app = typer.Typer(no_args_is_help=True)
@@ -69,6 +70,9 @@ def build(
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress line.")] = False,
+    ray: Annotated[Optional[str], typer.Option("--ray", help="Embed the passages on Ray actors (local, auto or a "
+                                               "cluster address; needs fscore-lite[ray]): the same store bytes.")] = None,
+    ray_actors: Annotated[Optional[int], typer.Option("--ray-actors", help=RAY_ACTORS_HELP)] = None,
 ) -> None:
     """Build a passage store: chunk pages (JSONL, dumps) or keep DB passages, index them (and embed them).
 
@@ -95,6 +99,7 @@ def build(
         embed=embed,
         resume=resume,
         workers=workers,
+        **ray_build_options(ray, ray_actors, threads, models_dir, embed),
     )
     _echo_json(stats.to_json())
 

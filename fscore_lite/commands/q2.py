@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from ..distributed import RAY_ACTORS_HELP, RAY_HELP
 from ..q2.score import Q2Options
 from ..settings import Settings
 from .common import default, one_of
@@ -35,6 +36,8 @@ def q2(
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
+    ray_actors: Optional[int] = typer.Option(None, "--ray-actors", help=RAY_ACTORS_HELP),
 ) -> None:
     """Score grounded responses with Q²: questions from the response, answered on the knowledge."""
     from .. import q2 as q2_api
@@ -42,11 +45,12 @@ def q2(
     result = q2_api(input, output, summary=summary, resume=resume, progress=not quiet, llm=llm,
                     models_dir=models_dir, threads=threads, use_cache=False if no_cache else None, backend=backend,
                     precision=precision, questions=questions, remove_personal=not keep_personal,
-                    no_nli_gets_fallback=not no_nli_pure)
+                    no_nli_gets_fallback=not no_nli_pure, ray=ray, ray_actors=ray_actors)
     keys = ("Q2", "Q2_no_nli", "no_valid_question_share", "num_items", "num_scored", "status_counts")
     backends = {role: f"{d['backend']}:{d['name']}" for role, d in result["backends"].items()}
     typer.echo(json.dumps({k: result[k] for k in keys} | {"backends": backends, "output": result["output"],
-                          "summary": result["summary"]}, indent=2))
+                          "summary": result["summary"]}
+                          | ({"ray": result["ray"]} if "ray" in result else {}), indent=2))
 
 
 def meta_eval_q2(

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from ..distributed import RAY_ACTORS_HELP, RAY_HELP
 from ..factscore.options import ScoreOptions
 from .common import default, one_of
 
@@ -52,6 +53,8 @@ def score(
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
+    ray_actors: Optional[int] = typer.Option(None, "--ray-actors", help=RAY_ACTORS_HELP),
 ) -> None:
     """Score long-form generations with FActScore against a passage store."""
     from .. import score as score_api
@@ -60,11 +63,13 @@ def score(
                        threads=threads, n_ctx=n_ctx, parallel=parallel, use_cache=False if no_cache else None,
                        verifier=verifier, share=share, mode=mode, gamma=gamma, abstain=abstain, k=k,
                        search_all=search_all, npm=npm, chat_template=chat_template, context_budget=context_budget,
-                       progress=not quiet, max_output_chars=max_output_chars, demo_shortcut=demo_shortcut)
+                       progress=not quiet, max_output_chars=max_output_chars, demo_shortcut=demo_shortcut,
+                       ray=ray, ray_actors=ray_actors)
     keys = ("score", "score_ci95", "score_by_decisions", "init_score", "respond_ratio", "num_facts_per_response",
             "num_items", "status_counts")
     typer.echo(json.dumps({k: result.get(k) for k in keys if k in result or k != "score_by_decisions"}
-                          | {"output": result["output"], "summary": result["summary"]}, indent=2))
+                          | {"output": result["output"], "summary": result["summary"]}
+                          | ({"ray": result["ray"]} if "ray" in result else {}), indent=2))
 
 
 def register(app: typer.Typer) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 from ..backends.onnx_session import session_spin
@@ -233,11 +234,13 @@ def _declare_facts(scorer: FactScorer, pending: list[Item], progress: Progress) 
 
 def score_file(input_path: str | Path, output_path: str | Path, settings: Settings | None = None,
                options: ScoreOptions | None = None, resume: bool = False, scorer: FactScorer | None = None,
-               summary_path: str | Path | None = None) -> dict:
+               summary_path: str | Path | None = None, executor=None) -> dict:
     """Score a JSONL file; write ``output_path`` (one line per item) and the summary JSON.
 
     The input is read and checked, and every output path checked (not an input file, not a
-    directory, writable), before any model is loaded. ``scorer``: an already loaded one."""
+    directory, writable), before any model is loaded. ``scorer``: an already loaded one.
+    ``executor`` (default: this process, one item after the other) scores the pending items:
+    see :mod:`fscore_lite.distributed`."""
     settings = settings or Settings()
     check_threads(settings.threads)  # a bad FSCORE_LITE_THREADS (no --threads) stops here, before any work
     options = options or ScoreOptions()
@@ -246,7 +249,8 @@ def score_file(input_path: str | Path, output_path: str | Path, settings: Settin
     items = load_items(data, options.max_output_chars)
     summary, _ = run_file(input_path, output_path, items, lambda: scorer or FactScorer(settings, options),
                           input_sha256=data.sha256, summary_path=summary_path, resume=resume, label="factscore",
-                          progress=options.progress, note=lambda item: item.topic[:30], plan=_declare_facts)
+                          progress=options.progress, note=lambda item: item.topic[:30], plan=_declare_facts,
+                          executor=executor)
     missing = summary["status_counts"].get("topic_not_found", 0)
     if summary.get("store_default") and missing:
         _warn_demo_store(summary["store"]["path"], missing, summary["num_items"])
