@@ -23,7 +23,7 @@ from .abstain import is_abstained
 from .atomic_facts import describe_settings as atomic_fact_settings
 from .items import MAX_OUTPUT_CHARS, Item, load_items  # noqa: F401  (re-exported: the API)
 from .options import VERIFIERS, ScoreOptions, Timings  # noqa: F401  (re-exported: the API)
-from .score import aggregate, response_score
+from .score import aggregate, response_score, response_shares
 from .npm import PASSAGE_TEXT as NPM_PASSAGES
 from .sentences import SPLITTER
 from .verify import FALSE_WORDS, TRUE_WORDS
@@ -103,7 +103,8 @@ class FactScorer:
         if self._generator is None:
             from .atomic_facts import AtomicFactGenerator
 
-            self._generator = AtomicFactGenerator(self.llm, demo_shortcut=self.options.demo_shortcut)
+            self._generator = AtomicFactGenerator(self.llm, demo_shortcut=self.options.demo_shortcut,
+                                                  decomposer=self.options.decomposer)
         return self._generator
 
     @generator.setter
@@ -173,7 +174,7 @@ class FactScorer:
                                          "page order" if o.mode == "shared-context" else None),
                 "parity_call_order": "facts sorted by their prompt's passage sequence to share KV prefixes",
                 "sentence_splitter": SPLITTER,
-                "atomic_facts": atomic_fact_settings(o.demo_shortcut),
+                "atomic_facts": atomic_fact_settings(o.demo_shortcut, o.decomposer),
                 "npm_passages": NPM_PASSAGES if o.npm else None,
                 "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
                 "onnx_spin_us": session_spin(self.settings.threads),
@@ -186,9 +187,11 @@ class FactScorer:
         c = self.fact_verifier.combiner if self.trained is not None else None
         if c is None or not c.adjusts or self.npm is not None or self.options.share != "adjusted":
             return "decisions: the share of facts decided supported (reference)"
-        return (f"adjusted (deviation, --share decisions for the reference's count): PACC, (mean probability − "
-                f"{c.p_not_supported:.4f}) / ({c.p_supported:.4f} − {c.p_not_supported:.4f}) clipped to [0, 1], "
-                "the means being the out-of-fold probabilities of supported / unsupported human facts")
+        return (f"adjusted (deviation, --share decisions for the reference's count): a response's score is the mean "
+                f"probability of its facts (readable_share); the run's score_adjusted is PACC on the mean over "
+                f"responses, (mean − {c.p_not_supported:.4f}) / ({c.p_supported:.4f} − {c.p_not_supported:.4f}) "
+                "clipped to [0, 1] once, the means being the out-of-fold probabilities of supported / unsupported "
+                "human facts")
 
     def _trained_rule(self) -> str:
         if self.verifier_kind == "llm+trained":
@@ -259,9 +262,8 @@ class FactScorer:
             progress.advance(len(facts), unit=FACTS_VERIFIED)
         share = None
         if self.trained is not None and self.npm is None and o.share == "adjusted":
-            share = self.fact_verifier.combiner.adjusted_share([v.probability for v in verdicts])
-            if share is not None:
-                rec["estimated_share"] = round(share, 6)
+            rec.update(response_shares(self.fact_verifier.combiner, [v.probability for v in verdicts]))
+            share = rec.get("readable_share")
         score, init = response_score([d["is_supported"] for d in decisions], o.gamma, share)
         rec.update(status="ok", score=round(score, 6), init_score=round(init, 6), num_facts=len(facts),
                    decisions=decisions)

@@ -22,6 +22,28 @@ def response_score(supported: list[bool], gamma: float = GAMMA, share: float | N
     return raw * length_penalty(len(supported), gamma), raw
 
 
+def pacc_unclipped(mean_probability: float, p_supported: float, p_not_supported: float) -> float:
+    """PACC's share before the clip: ``(mean p − p̄_NS) / (p̄_S − p̄_NS)``. Only its mean over many
+    responses estimates a share (it may leave [0, 1] for one response)."""
+    return (mean_probability - p_not_supported) / (p_supported - p_not_supported)
+
+
+def response_shares(combiner, probabilities: list[float]) -> dict:
+    """A response's two shares when the verifier's combiner has its PACC means (else {}):
+    ``readable_share``, the mean probability of its facts (its own score: rises with every
+    probability, above 0 whenever a fact is decided supported), and ``pacc_share_unclipped``,
+    what the run's PACC-adjusted aggregate averages."""
+    if combiner is None or not combiner.adjusts or not probabilities:
+        return {}
+    mean_p = sum(probabilities) / len(probabilities)
+    return {"readable_share": round(mean_p, 6),
+            "pacc_share_unclipped": round(pacc_unclipped(mean_p, combiner.p_supported, combiner.p_not_supported), 6)}
+
+
+def _clip(x: float | None) -> float | None:
+    return None if x is None else min(1.0, max(0.0, x))
+
+
 def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
@@ -42,19 +64,27 @@ def aggregate(items: list[dict], gamma: float = GAMMA) -> dict:
     """
     considered = [it for it in items if it["status"] in RESPONSE_STATUSES]
     responding = [it for it in considered if it["status"] == "ok"]
-    scores, init_scores, n_facts, counted = [], [], [], []
+    scores, init_scores, n_facts, counted, pacc, pacc_init = [], [], [], [], [], []
     for it in responding:
         supported = [d["is_supported"] for d in it["decisions"]]
-        s, raw = response_score(supported, gamma, it.get("estimated_share"))
+        # readable_share: the response's mean probability; estimated_share: outputs of earlier versions
+        s, raw = response_score(supported, gamma, it.get("readable_share", it.get("estimated_share")))
         scores.append(s)
         init_scores.append(raw)
         n_facts.append(len(it["decisions"]))
         counted.append(response_score(supported, gamma)[0])
-    adjusted = any(it.get("estimated_share") is not None for it in responding)
+        if it.get("pacc_share_unclipped") is not None:
+            pacc_init.append(float(it["pacc_share_unclipped"]))
+            pacc.append(pacc_init[-1] * length_penalty(len(supported), gamma))
+    adjusted = any(it.get("readable_share", it.get("estimated_share")) is not None for it in responding)
+    ci = _score_ci95(pacc) if pacc and len(pacc) == len(responding) else None
     return {
         "score": _mean(scores),
-        # with an estimated share (PACC): the score that counting the decisions gives, for comparison
+        # with an estimated share: the score that counting the decisions gives, for comparison
         **({"score_by_decisions": _mean(counted)} if adjusted else {}),
+        # PACC applied where it holds, to the run's mean (the clip once, on the aggregate), with its interval
+        **({"score_adjusted": _clip(_mean(pacc)), "score_adjusted_ci95": [_clip(ci[0]), _clip(ci[1])] if ci else None,
+            "init_score_adjusted": _clip(_mean(pacc_init))} if pacc and len(pacc) == len(responding) else {}),
         "score_ci95": _score_ci95(scores),
         "init_score": _mean(init_scores),
         "respond_ratio": (len(responding) / len(considered)) if considered else None,
