@@ -97,7 +97,7 @@ def collapse_chains(facts: list[str], min_len: int = 3) -> list[str]:
 
 
 def _key(fact: str) -> tuple[str, ...]:
-    return tuple(sorted(set(content_words(fact))))
+    return tuple(sorted(set(content_words(strip_citations(fact)))))
 
 
 def drop_duplicates(facts: list[str], seen: set | None = None) -> list[str]:
