@@ -9,6 +9,7 @@ import pytest
 
 from fscore_lite.factscore import atomic_facts as af
 from fscore_lite.factscore import fact_filters as ff
+from .test_verifier import tiny_build, tiny_inputs  # noqa: F401 - the tiny trained verifier, used by name
 
 CHAIN = ["The Edition is a translation.", "The Edition is a translation and elucidation.",
          "The Edition is a translation and elucidation of the Talmud.",
@@ -183,3 +184,49 @@ def test_proxy_on_two_sentences_with_the_test_llm(data_dir, test_llm):
     for v in rep["variants"].values():
         assert v["facts_per_sentence"] >= 0 and v["human_facts_per_sentence"] > 0
     assert json.loads(json.dumps(rep)) == rep
+
+
+def test_calibration_note_says_when_the_run_facts_differ():
+    from fscore_lite.factscore.score import PAPER_CALIBRATION, calibration_note
+
+    assert calibration_note(None, 5, "default") is None  # LM judge: nothing fitted
+    given = calibration_note({}, 0, "default")
+    assert given["fitted_on"] == PAPER_CALIBRATION and given["run_facts"] == "given in the input"
+    assert "warning" not in given
+    own = calibration_note({}, 12, "default")
+    assert not own["fitted_for_these_facts"] and "warning" in own
+    fitted = calibration_note({"calibrated_for_facts": {"decomposer": "default"}}, 12, "default")
+    assert fitted["fitted_for_these_facts"] and "warning" not in fitted
+    assert "warning" in calibration_note({"calibrated_for_facts": {"decomposer": "default"}}, 12, "reference")
+
+
+def test_a_scored_run_keeps_readable_scores_and_the_adjusted_aggregate(tiny_build, tmp_path):  # noqa: F811
+    """Through ``score_file`` with the tiny trained verifier and facts given in the input."""
+    from fscore_lite.factscore.pipeline import ScoreOptions, score_file
+    from fscore_lite.manifest import Bundle
+    from fscore_lite.metaeval.factscore_er import ensure_store, wiki_pages
+
+    bundle_dir, settings, _ = tiny_build
+    entry = Bundle(bundle_dir).get("minilm-l6-factscore-verifier")
+    _, files = wiki_pages(entry.extra["training"]["data"])
+    settings = settings.with_(models_dir=bundle_dir)
+    store = ensure_store(files, settings, None)
+    from fscore_lite.store import open_store
+
+    topic = open_store(store).titles()[0]
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(json.dumps({"topic": topic, "facts": fs}) + "\n" for fs in (
+        [f"{topic} is a person.", f"{topic} was born on the Moon in 1700."], [f"{topic} is a person."],
+        [f"{topic} lived on Mars.", f"{topic} is a fish.", f"{topic} is a person."])), encoding="utf-8")
+    summary = score_file(inp, tmp_path / "out.jsonl", settings.with_(store=store),
+                         ScoreOptions(verifier="trained", gamma=0, progress=False))
+    recs = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    for r in recs:
+        probs = [d["probability"] for d in r["decisions"]]
+        assert r["init_score"] == r["readable_share"] == pytest.approx(np.mean(probs), abs=1e-5)
+        assert r["score"] > 0  # never 0 with a positive probability
+    raw = np.mean([r["pacc_share_unclipped"] for r in recs])
+    assert summary["score_adjusted"] == pytest.approx(min(1, max(0, raw)), abs=1e-6)
+    assert summary["score"] == pytest.approx(np.mean([r["score"] for r in recs]), abs=1e-6)
+    assert summary["settings"]["calibration"]["run_facts"] == "given in the input"
+    assert summary["settings"]["atomic_facts"]["decomposer"] == "default"

@@ -23,7 +23,7 @@ from .abstain import is_abstained
 from .atomic_facts import describe_settings as atomic_fact_settings
 from .items import MAX_OUTPUT_CHARS, Item, load_items  # noqa: F401  (re-exported: the API)
 from .options import VERIFIERS, ScoreOptions, Timings  # noqa: F401  (re-exported: the API)
-from .score import aggregate, response_score, response_shares
+from .score import aggregate, calibration_note, response_score, response_shares
 from .npm import PASSAGE_TEXT as NPM_PASSAGES
 from .sentences import SPLITTER
 from .verify import FALSE_WORDS, TRUE_WORDS
@@ -175,6 +175,8 @@ class FactScorer:
                 "parity_call_order": "facts sorted by their prompt's passage sequence to share KV prefixes",
                 "sentence_splitter": SPLITTER,
                 "atomic_facts": atomic_fact_settings(o.demo_shortcut, o.decomposer),
+                "calibration": calibration_note(self.bundle.get(self.trained.name).extra if self.trained else None,
+                                                self.timings.facts_generated, o.decomposer),
                 "npm_passages": NPM_PASSAGES if o.npm else None,
                 "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
                 "onnx_spin_us": session_spin(self.settings.threads),
