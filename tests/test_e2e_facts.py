@@ -230,3 +230,30 @@ def test_a_scored_run_keeps_readable_scores_and_the_adjusted_aggregate(tiny_buil
     assert summary["score"] == pytest.approx(np.mean([r["score"] for r in recs]), abs=1e-6)
     assert summary["settings"]["calibration"]["run_facts"] == "given in the input"
     assert summary["settings"]["atomic_facts"]["decomposer"] == "default"
+
+
+def test_end_to_end_without_cv_scores_own_and_paper_facts_of_the_same_bios(tiny_build, tmp_path):  # noqa: F811
+    """``--facts generated`` with the installed (here: tiny) verifier: both runs, paired by bio."""
+    from fscore_lite.backends.llm import LLMStats
+    from fscore_lite.manifest import Bundle
+    from fscore_lite.metaeval.e2e_er import format_e2e_report, run_e2e
+
+    class FactsLLM(ScriptedLLM):
+        stats = LLMStats()
+
+    bundle_dir, settings, _ = tiny_build
+    data = Bundle(bundle_dir).get("minilm-l6-factscore-verifier").extra["training"]["data"]
+    settings = settings.with_(models_dir=bundle_dir)
+    rep = run_e2e(data, settings, subjects=["ChatGPT", "InstructGPT"], limit=2, out=tmp_path, progress=False,
+                  llm=FactsLLM())
+    assert [r["subject"] for r in rep["subjects"]] == ["ChatGPT", "InstructGPT"]
+    for r in rep["subjects"]:
+        assert r["n_bios"] == 2 and r["facts_per_response"]["own"] == 1.0  # one filtered fact per sentence
+        assert r["facts_per_response"]["paper"] > 1 and r["degenerate_share"] == 0
+        assert r["own_minus_paper"]["ci95"] is not None
+    assert "warning" in json.loads((tmp_path / "e2e-ChatGPT-trained-own-default.jsonl").with_suffix(".summary.json")
+                                   .read_text())["settings"]["calibration"]
+    again = run_e2e(data, settings, subjects=["ChatGPT", "InstructGPT"], limit=2, out=tmp_path, progress=False,
+                    llm=FactsLLM())  # resumed from the outputs: the same table
+    assert again["subjects"] == rep["subjects"]
+    assert "own − paper on the same bios" in format_e2e_report(rep)

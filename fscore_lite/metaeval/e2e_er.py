@@ -237,7 +237,7 @@ def record_scores(rec: dict) -> dict | None:
 
 def run_e2e(data, settings, subjects=None, limit=None, store=None, out="out/meta-eval", verifier: str = "trained",
             decomposer: str = "default", mode: str = "parity", chat_template: bool = False,
-            context_budget: int = 2048, progress: bool = True) -> dict:
+            context_budget: int = 2048, progress: bool = True, llm=None) -> dict:
     """End-to-end ER with the installed verifier (no CV): each subject's sampled bios scored by
     ``score`` twice, from their ``output`` (own facts) and from the paper's facts, no length penalty;
     both runs resume (``score --resume``) and every LLM call is cached."""
@@ -256,7 +256,7 @@ def run_e2e(data, settings, subjects=None, limit=None, store=None, out="out/meta
     settings = settings.with_(store=store_path)
     options = ScoreOptions(mode=mode, gamma=0, chat_template=chat_template, context_budget=context_budget,
                            progress=progress, verifier=verifier, decomposer=decomposer)
-    scorer = FactScorer(settings, options)
+    scorer = FactScorer(settings, options, llm=llm)
     note = trained_topics_note(scorer, set(pages))
     out = Path(out)
     bios, own, paper, own_lists, human = [], [], [], [], []
