@@ -192,7 +192,8 @@ def format_e2e_report(report: dict) -> str:
     sample = f"a fixed sample of {report['limit']} bios per subject" if report["limit"] else "every bio"
     head = (f"held-out topics: {report['folds']}-fold topic-grouped CV over {report['topics']} topics"
             if report.get("folds") else "no cross-validation (installed verifier)")
-    lines = ([report["note"]] if report.get("note") else []) + [f"{head}; own facts by {report['llm']} ({report['llm_sha256'][:12]}), decomposer {report['decomposer']}; "
+    lines = ([report["note"]] if report.get("note") else []) + [
+             f"{head}; own facts by {report['llm']} ({report['llm_sha256'][:12]}), decomposer {report['decomposer']}; "
              f"verifier {report['verifier']}, calibrated on {report['calibrated_on']}; {sample}: {report['bios']} bios",
              "estimate = the aggregate PACC (the mean of per-bio unclipped PACC, clipped once); "
              "MAE = per-bio mean |readable score (mean probability) − human|",
