@@ -267,7 +267,7 @@ def run_e2e(data, settings, subjects=None, limit=None, store=None, out="out/meta
             raise FscoreError(f"unknown subject {subject!r}; choose from {', '.join(SUBJECTS)}")
         chosen = sample([b for b in load_subject(data, subject) if b.responded and b.topic in pages
                          and b.model_facts()], limit)
-        tag = f"{subject}-{scorer.verifier_kind}"
+        tag = f"{subject}-{scorer.verifier_kind}" + ("" if scorer.trained is not None else f"-{mode}")
         runs = {}
         for kind, field in (("paper", None), ("own", decomposer)):
             inp = out / (f"e2e-{tag}-{kind}{'-' + field if field else ''}.input.jsonl")
