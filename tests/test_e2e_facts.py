@@ -257,3 +257,28 @@ def test_end_to_end_without_cv_scores_own_and_paper_facts_of_the_same_bios(tiny_
                     llm=FactsLLM())  # resumed from the outputs: the same table
     assert again["subjects"] == rep["subjects"]
     assert "own − paper on the same bios" in format_e2e_report(rep)
+
+
+def test_end_to_end_cv_scores_own_facts_with_the_fold_combiners(tiny_build):  # noqa: F811
+    """``--facts generated --cv K``: own facts featurised like the paper's and scored out of fold."""
+    from fscore_lite.backends.llm import LLMStats
+    from fscore_lite.manifest import Bundle
+    from fscore_lite.metaeval.e2e_er import format_e2e_report, run_e2e_cv
+
+    class FactsLLM(ScriptedLLM):
+        stats = LLMStats()
+
+    bundle_dir, settings, _ = tiny_build
+    data = Bundle(bundle_dir).get("minilm-l6-factscore-verifier").extra["training"]["data"]
+    settings = settings.with_(models_dir=bundle_dir)
+    rep = run_e2e_cv(data, settings, folds=2, limit=1, progress=False, llm=FactsLLM())
+    assert rep["calibrated_on"] == "paper facts" and rep["bios"] == len(rep["per_bio"]) == 3
+    for b in rep["per_bio"]:
+        assert set(b["own_facts"]) == {"Ann Lee is a painter."}  # one fact a sentence, duplicates dropped
+        assert 0 <= b["own"]["readable"] <= 1 and 0 <= b["paper"]["readable"] <= 1
+    for r in rep["subjects"]:
+        assert r["n_bios"] == 1 and r["facts_per_response"]["human"] > 0
+    assert set(rep["ranking_preserved"]) == {"own", "paper"}
+    assert "calibrated on paper facts" in format_e2e_report(rep)
+    again = run_e2e_cv(data, settings, folds=2, limit=1, progress=False, llm=FactsLLM())
+    assert again["subjects"] == rep["subjects"]  # the same bytes on a second run (features and calls cached)
