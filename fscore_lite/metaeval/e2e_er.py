@@ -191,7 +191,7 @@ def _ci(ci) -> str:
 def format_e2e_report(report: dict) -> str:
     sample = f"a fixed sample of {report['limit']} bios per subject" if report["limit"] else "every bio"
     head = (f"held-out topics: {report['folds']}-fold topic-grouped CV over {report['topics']} topics"
-            if report.get("folds") else "no cross-validation (installed verifier)")
+            if report.get("folds") else "no cross-validation (the installed verifier, or the LM judge fitted on no topic)")
     lines = ([report["note"]] if report.get("note") else []) + [
              f"{head}; own facts by {report['llm']} ({report['llm_sha256'][:12]}), decomposer {report['decomposer']}; "
              f"verifier {report['verifier']}, calibrated on {report['calibrated_on']}; {sample}: {report['bios']} bios",
