@@ -141,7 +141,7 @@ def test_runtime_applies_the_stacked_combiner(stack_build):
         assert d["probability"] == round(p, 5) and d["is_supported"] == (p > c["threshold"])
         ps.append(p)
     share = (np.mean(ps) - c["p_not_supported"]) / (c["p_supported"] - c["p_not_supported"])
-    assert rec["estimated_share"] == round(min(1.0, max(0.0, share)), 6)
+    assert rec["pacc_share_unclipped"] == round(share, 6) and rec["readable_share"] == round(float(np.mean(ps)), 6)
     desc = scorer.describe()
     assert desc["settings"]["verifier"] == "llm+trained" and desc["settings"]["decision"].startswith("llm+trained")
     assert desc["models"]["llm_combiner"]["llm_sha256"] == llm.sha256

@@ -40,6 +40,9 @@ def factscore_er(
     verifier: str = typer.Option("llm", "--verifier", help="llm (the reference's LM judge), trained or llm+trained (needs `models train llm-combiner`)."),
     cv: Optional[int] = typer.Option(None, "--cv", help="With --verifier trained or llm+trained: K-fold topic-grouped "
                                      "cross-validation (every topic scored by combiners that never saw it)."),
+    facts: str = typer.Option("paper", "--facts", help="paper: the paper's model-atomic-facts (the estimator alone); "
+                              "generated: each bio's output through score's own fact generation (end to end)."),
+    decomposer: str = typer.Option("default", "--decomposer", help="With --facts generated: default or reference."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write the HTML report of the estimated runs, "
                                           "each beside the human FActScore of the same bios (as `report --human`)."),
@@ -51,6 +54,19 @@ def factscore_er(
 
     settings = Settings().with_(llm=llm, threads=threads)
     subs = [s.strip() for s in subjects.split(",")] if subjects else None
+    if facts not in ("paper", "generated"):
+        raise FscoreError(f"--facts must be paper or generated, not {facts!r}")
+    if decomposer not in ("default", "reference"):
+        raise FscoreError(f"--decomposer must be default or reference, not {decomposer!r}")
+    if facts == "generated" and cv is not None:
+        if verifier != "trained":
+            raise FscoreError("--facts generated --cv K cross-validates the trained verifier: add --verifier trained")
+        from ..metaeval.e2e_er import format_e2e_report, run_e2e_cv
+        from ..metaeval.labeled import SUBJECTS
+
+        result = run_e2e_cv(data, settings, cv, limit=limit, subjects=tuple(subs or SUBJECTS), decomposer=decomposer)
+        typer.echo(json.dumps(result, indent=2) if as_json else format_e2e_report(result))
+        return
     if cv is not None:
         if verifier not in ("trained", "llm+trained"):
             raise FscoreError("--cv cross-validates the trained verifier's combiners: add --verifier trained "
@@ -78,12 +94,35 @@ def factscore_er(
         from ..io import check_writable_outputs
 
         check_writable_outputs([report])  # before any model work
+    if facts == "generated":
+        from ..metaeval.e2e_er import format_e2e_report, run_e2e
+
+        result = run_e2e(data, settings, subjects=subs, limit=limit, store=store, out=out, verifier=verifier,
+                         decomposer=decomposer, mode=mode, chat_template=chat_template, context_budget=context_budget)
+        typer.echo(json.dumps(result, indent=2) if as_json else format_e2e_report(result))
+        return
     result = run_er(data, settings, mode=mode, subjects=subs, limit=limit, store=store, out=out,
                     chat_template=chat_template, context_budget=context_budget, baseline=baseline, verifier=verifier,
                     report=report)
     typer.echo(json.dumps(result, indent=2) if as_json else format_report(result))
     if report is not None and not as_json:
         typer.echo(f"report: {result['report']}")
+
+
+@app.command("decomposer")
+def decomposer_proxy(
+    data: Path = typer.Option(Path("../shared/data"), "--data", help=DATA_HELP),
+    limit: Optional[int] = typer.Option(100, "--limit", help="A fixed sample of N annotated sentences (0: all)."),
+    llm: Optional[str] = typer.Option(None, "--llm", help="LLM bundle entry name or .gguf path."),
+    threads: Optional[int] = typer.Option(None, "--threads"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
+) -> None:
+    """Proxy for end-to-end agreement: the decomposer's facts against the human facts, per sentence."""
+    from ..metaeval.decomposer_proxy import format_proxy, run_proxy
+    from ..settings import Settings
+
+    result = run_proxy(data, Settings().with_(llm=llm, threads=threads), limit or None)
+    typer.echo(json.dumps(result, indent=2) if as_json else format_proxy(result))
 
 
 from .q2 import meta_eval_q2 as _meta_eval_q2  # noqa: E402  (Q²: fscore_lite/commands/q2.py)

@@ -50,6 +50,10 @@ def score(
     demo_shortcut: bool = typer.Option(default(S, "demo_shortcut"), "--demo-shortcut",
                                        help="Deviation: answer a sentence that is a demo with its demo facts "
                                             "(the reference sends it to the LM)."),
+    decomposer: str = typer.Option(default(S, "decomposer"), "--decomposer",
+                                   help=f"{one_of(S, 'decomposer')}. default: named filters on the generated facts "
+                                        "(citations, loops, fragments, chains, duplicates); reference: the paper's, "
+                                        "byte-faithful."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -64,10 +68,12 @@ def score(
                        verifier=verifier, share=share, mode=mode, gamma=gamma, abstain=abstain, k=k,
                        search_all=search_all, npm=npm, chat_template=chat_template, context_budget=context_budget,
                        progress=not quiet, max_output_chars=max_output_chars, demo_shortcut=demo_shortcut,
+                       decomposer=decomposer,
                        ray=ray, ray_actors=ray_actors)
-    keys = ("score", "score_ci95", "score_by_decisions", "init_score", "respond_ratio", "num_facts_per_response",
-            "num_items", "status_counts")
-    typer.echo(json.dumps({k: result.get(k) for k in keys if k in result or k != "score_by_decisions"}
+    keys = ("score", "score_ci95", "score_adjusted", "score_adjusted_ci95", "score_by_decisions", "init_score",
+            "respond_ratio", "num_facts_per_response", "num_items", "status_counts")
+    optional = ("score_by_decisions", "score_adjusted", "score_adjusted_ci95")
+    typer.echo(json.dumps({k: result.get(k) for k in keys if k in result or k not in optional}
                           | {"output": result["output"], "summary": result["summary"]}
                           | ({"ray": result["ray"]} if "ray" in result else {}), indent=2))
 

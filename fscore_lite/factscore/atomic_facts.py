@@ -15,6 +15,7 @@ from functools import lru_cache
 from importlib import resources
 
 from ..bm25 import BM25Okapi
+from .fact_filters import filters_of
 from .sentences import gets_no_facts, split_sentences
 
 N_FIXED_DEMOS = 7
@@ -215,20 +216,26 @@ class SentenceFacts:
     facts: list[str]
 
 
-def describe_settings(demo_shortcut: bool) -> dict:
+def describe_settings(demo_shortcut: bool, decomposer: str = "default") -> dict:
     """The atomic-fact settings that change facts, for the summary (and the resume key)."""
+    from .fact_filters import describe_filters
+
     return {
         "demo_sentences": ("answered with their demo facts (--demo-shortcut, deviation)" if demo_shortcut
                            else "sent to the LM (reference)"),
         "spacy_cleanup": spacy_cleanup_status(),
+        "decomposer": decomposer,
+        "filters": describe_filters(decomposer),
     }
 
 
 class AtomicFactGenerator:
     """Sentences → atomic facts with a local LLM (greedy, cached)."""
 
-    def __init__(self, llm, demos: dict[str, list[str]] | None = None, demo_shortcut: bool = False):
+    def __init__(self, llm, demos: dict[str, list[str]] | None = None, demo_shortcut: bool = False,
+                 decomposer: str = "default"):
         self.llm = llm
+        self.decomposer = decomposer
         self.demos = demos or load_demos()
         self.selector = DemoSelector(self.demos)
         self.demo_shortcut = demo_shortcut
@@ -247,7 +254,7 @@ class AtomicFactGenerator:
 
     def describe(self) -> dict:
         """The atomic-fact settings that change facts, for the summary (and the resume key)."""
-        return describe_settings(self.demo_shortcut)
+        return describe_settings(self.demo_shortcut, self.decomposer)
 
     def run(self, generation: str) -> list[SentenceFacts]:
         """A response's sentences and their facts; the sentences that go to the LM are generated
@@ -265,4 +272,4 @@ class AtomicFactGenerator:
         for i, completion in zip(todo, completions):
             facts[i] = parse_facts(completion)
         pairs = [(s, f or []) for s, f in zip(sentences, facts)]
-        return [SentenceFacts(s, f) for s, f in postprocess(pairs, para_breaks)]
+        return [SentenceFacts(s, f) for s, f in filters_of(self.decomposer)(postprocess(pairs, para_breaks))]

@@ -15,6 +15,7 @@ from .verify import DEFAULT_CONTEXT_BUDGET
 MODES = ("parity", "shared-context")
 SHARES = ("adjusted", "decisions")
 VERIFIERS = (AUTO, *REGISTRY)
+DECOMPOSERS = ("default", "reference")  # reference: the paper's prompts, decoding and post-processing
 
 
 @dataclass
@@ -31,6 +32,8 @@ class ScoreOptions:
     context_budget: int = DEFAULT_CONTEXT_BUDGET
     max_output_chars: int = MAX_OUTPUT_CHARS
     demo_shortcut: bool = False  # deviation: answer a demo sentence with its demo facts, no LM call
+    # default (named post-processing deviations, fact_filters.py) | reference (the paper's facts, byte-faithful)
+    decomposer: str = "default"
     # auto (trained when installed, else llm) | trained | llm (the reference's LM judge) | llm+trained (both, stacked)
     verifier: str = AUTO
     # trained verifier: a response's share of supported facts estimated by PACC ("adjusted"), or
@@ -44,7 +47,8 @@ class ScoreOptions:
     @staticmethod
     def choices() -> dict[str, tuple[str, ...]]:
         """The allowed values of each option that has a fixed set."""
-        return {"mode": MODES, "abstain": ABSTAIN_MODES, "share": SHARES, "verifier": VERIFIERS}
+        return {"mode": MODES, "abstain": ABSTAIN_MODES, "share": SHARES, "verifier": VERIFIERS,
+                "decomposer": DECOMPOSERS}
 
     def validate(self) -> None:
         from ..errors import FscoreError

@@ -23,7 +23,7 @@ from .abstain import is_abstained
 from .atomic_facts import describe_settings as atomic_fact_settings
 from .items import MAX_OUTPUT_CHARS, Item, load_items  # noqa: F401  (re-exported: the API)
 from .options import VERIFIERS, ScoreOptions, Timings  # noqa: F401  (re-exported: the API)
-from .score import aggregate, response_score
+from .score import aggregate, calibration_note, response_score
 from .npm import PASSAGE_TEXT as NPM_PASSAGES
 from .sentences import SPLITTER
 from .verifiers import VerifierContext, make_verifier
@@ -91,7 +91,8 @@ class FactScorer:
         if self._generator is None:
             from .atomic_facts import AtomicFactGenerator
 
-            self._generator = AtomicFactGenerator(self.llm, demo_shortcut=self.options.demo_shortcut)
+            self._generator = AtomicFactGenerator(self.llm, demo_shortcut=self.options.demo_shortcut,
+                                                  decomposer=self.options.decomposer)
         return self._generator
 
     @generator.setter
@@ -134,7 +135,9 @@ class FactScorer:
                                          "page order" if o.mode == "shared-context" else None),
                 "parity_call_order": "facts sorted by their prompt's passage sequence to share KV prefixes",
                 "sentence_splitter": SPLITTER,
-                "atomic_facts": atomic_fact_settings(o.demo_shortcut),
+                "atomic_facts": atomic_fact_settings(o.demo_shortcut, o.decomposer),
+                "calibration": (calibration_note(self.bundle.get(self.verifier.name).extra, self.timings.facts_generated,
+                                                 o.decomposer) if self.verifier.name else None),
                 "npm_passages": NPM_PASSAGES if o.npm else None,
                 "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
                 "onnx_spin_us": session_spin(self.settings.threads),
@@ -183,11 +186,10 @@ class FactScorer:
         self.timings.facts_verified += len(facts)
         if progress is not None:
             progress.advance(len(facts), unit=FACTS_VERIFIED)
-        share = self.verifier.estimated_share(decisions)
-        score, init = response_score([d.is_supported for d in decisions], o.gamma, share)
-        result = {} if share is None else {"estimated_share": round(share, 6)}
-        result |= {"status": "ok", "score": round(score, 6), "init_score": round(init, 6), "num_facts": len(facts),
-                   "decisions": [d.to_json() for d in decisions]}
+        shares = self.verifier.response_shares(decisions)
+        score, init = response_score([d.is_supported for d in decisions], o.gamma, shares.get("readable_share"))
+        result = shares | {"status": "ok", "score": round(score, 6), "init_score": round(init, 6),
+                           "num_facts": len(facts), "decisions": [d.to_json() for d in decisions]}
         if sentences is not None:
             result["sentences"] = sentences
         return ItemRecord(item.data, result, RESULT_KEYS)
@@ -216,7 +218,7 @@ class FactScorer:
 
 
 # every field score_item writes: an input field of the same name is replaced
-RESULT_KEYS = ("estimated_share", "status", "error", "score", "init_score", "num_facts", "decisions", "sentences")
+RESULT_KEYS = ("estimated_share", "readable_share", "pacc_share_unclipped", "status", "error", "score", "init_score", "num_facts", "decisions", "sentences")
 
 
 def given_facts(item: Item) -> list[str]:

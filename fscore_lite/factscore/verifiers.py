@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol
 
+from .score import response_shares
+
 REFERENCE_SHARE = "decisions: the share of facts decided supported (reference)"
 
 
@@ -54,8 +56,10 @@ class Verifier(Protocol):
 
     def verify(self, topic: str, facts: list[str], evidence: list[list]) -> list[Decision]: ...
 
-    def estimated_share(self, decisions: list[Decision]) -> float | None:
-        """A response's share of supported facts when this verifier estimates it (else None: counted)."""
+    def response_shares(self, decisions: list[Decision]) -> dict:
+        """A response's estimated shares (``readable_share``, its own score's share, and
+        ``pacc_share_unclipped``, what the run's adjusted aggregate averages) when this verifier
+        estimates them; {} when the share is the count of supported decisions."""
 
     def describe(self) -> dict:
         """``{"decision": rule, "share": rule, "models": {role: entry}}`` for the summary."""
@@ -95,8 +99,8 @@ class LlmJudge:
         return [Decision(f, bool(v.is_supported), v.rule, margin=v.margin, evidence=tuple(ev))
                 for f, ev, v in zip(facts, evidence, verdicts)]
 
-    def estimated_share(self, decisions) -> None:
-        return None
+    def response_shares(self, decisions) -> dict:
+        return {}
 
     def describe(self) -> dict:
         from .verify import FALSE_WORDS, TRUE_WORDS
@@ -131,18 +135,20 @@ class Trained:
                          passage_scores=tuple(v.passage_scores), features=v.features, evidence=tuple(ev))
                 for f, ev, v in zip(facts, evidence, verdicts)]
 
-    def estimated_share(self, decisions) -> float | None:
+    def response_shares(self, decisions) -> dict:
         if self.ctx.options.share != "adjusted":
-            return None
-        return self.applied.combiner.adjusted_share([d.probability for d in decisions])
+            return {}
+        return response_shares(self.applied.combiner, [d.probability for d in decisions])
 
     def share_rule(self) -> str:
         c = self.applied.combiner
         if not c.adjusts or self.ctx.options.share != "adjusted":
             return REFERENCE_SHARE
-        return (f"adjusted (deviation, --share decisions for the reference's count): PACC, (mean probability − "
-                f"{c.p_not_supported:.4f}) / ({c.p_supported:.4f} − {c.p_not_supported:.4f}) clipped to [0, 1], "
-                "the means being the out-of-fold probabilities of supported / unsupported human facts")
+        return (f"adjusted (deviation, --share decisions for the reference's count): a response's score is the mean "
+                f"probability of its facts (readable_share); the run's score_adjusted is PACC on the mean over "
+                f"responses, (mean − {c.p_not_supported:.4f}) / ({c.p_supported:.4f} − {c.p_not_supported:.4f}) "
+                "clipped to [0, 1] once, the means being the out-of-fold probabilities of supported / unsupported "
+                "human facts")
 
     def decision_rule(self) -> str:
         t = self.trained
@@ -210,8 +216,8 @@ class NpmChecked:
             self.timings.npm += time.monotonic() - t0
         return out
 
-    def estimated_share(self, decisions) -> None:
-        return None  # NP changes decisions the combiner's estimate knows nothing of: count them
+    def response_shares(self, decisions) -> dict:
+        return {}  # NP changes decisions the combiner's estimate knows nothing of: count them
 
     def describe(self) -> dict:
         d = self.inner.describe()

@@ -1,0 +1,106 @@
+"""``meta-eval decomposer``: a cheap proxy for end-to-end agreement, sentence by sentence.
+
+For a fixed sample of annotated sentences of the training bios (topics with a page under
+``DATA/wiki-*``, the development topics), the decomposer's facts are compared with the human
+atomic facts of the same sentence: how many (facts per sentence, and how many are over 15
+words), coverage (the share of human facts that some generated fact entails) and precision
+(the share of generated facts that some human fact entails), plus the share of degenerate
+facts. Entailment here is token overlap, no model: ``a`` entails ``b`` when ≥ 80% of ``b``'s
+content words occur in ``a``. Each filter of :mod:`fscore_lite.factscore.fact_filters` is
+measured alone and all together on the same generated facts (one LLM call per sentence, cached).
+"""
+from __future__ import annotations
+
+import hashlib
+
+from ..factscore.fact_filters import FILTERS, apply_filters, content_words, degenerate_counts
+from .labeled import SUBJECTS
+
+LONG_WORDS = 15
+
+
+def entails(a: str, b: str, threshold: float = 0.8) -> bool:
+    """Token-overlap entailment: ≥ ``threshold`` of ``b``'s content words occur in ``a``."""
+    want = content_words(b)
+    if not want:
+        return False
+    have = set(content_words(a))
+    return sum(w in have for w in want) / len(want) >= threshold
+
+
+def sample_sentences(data, pages: dict[str, str], limit: int | None, subjects=SUBJECTS) -> list[tuple[str, str, list[str]]]:
+    """(topic, sentence, human facts) of relevant annotated sentences of bios with a page, a fixed
+    sample of ``limit`` chosen by a stable hash of subject, bio line and sentence."""
+    from .labeled import load_subject
+
+    rows = []
+    for subject in subjects:
+        for b in load_subject(data, subject):
+            if not b.responded or b.topic not in pages:
+                continue
+            for j, s in enumerate(b.sentences):
+                if s.is_relevant and s.human_facts:
+                    key = hashlib.sha256(f"{subject}\t{b.line}\t{j}".encode()).hexdigest()
+                    rows.append((key, b.topic, s.text, [f.text for f in s.human_facts]))
+    rows.sort()
+    return [(t, s, h) for _, t, s, h in (rows[:limit] if limit else rows)]
+
+
+def compare(generated: list[list[str]], human: list[list[str]]) -> dict:
+    """Facts per sentence, long facts, coverage, precision and degenerate share over the sample."""
+    n_gen, n_hum = sum(map(len, generated)), sum(map(len, human))
+    covered = sum(any(entails(g, h) for g in gs) for gs, hs in zip(generated, human) for h in hs)
+    entailed = sum(any(entails(h, g) for h in hs) for gs, hs in zip(generated, human) for g in gs)
+    degen = sum(sum(degenerate_counts(gs).values()) for gs in generated)
+    return {"facts_per_sentence": n_gen / len(generated), "human_facts_per_sentence": n_hum / len(human),
+            "long_facts": sum(len(g.split()) > LONG_WORDS for gs in generated for g in gs),
+            "human_long_facts": sum(len(h.split()) > LONG_WORDS for hs in human for h in hs),
+            "coverage": covered / n_hum if n_hum else None, "precision": entailed / n_gen if n_gen else None,
+            "degenerate_share": degen / n_gen if n_gen else None}
+
+
+def run_proxy(data, settings, limit: int | None = 100, progress: bool = True, llm=None) -> dict:
+    """The decomposer's facts (reference post-processing, then each filter) against the human facts."""
+    import time
+
+    from ..backends.llm import load_llm
+    from ..cache import CallCache
+    from ..factscore.atomic_facts import AtomicFactGenerator, postprocess
+    from ..manifest import Bundle
+    from ..progress import Progress
+    from .factscore_er import wiki_pages
+
+    pages, _ = wiki_pages(data)
+    sents = sample_sentences(data, pages, limit)
+    if llm is None:
+        llm = load_llm(settings, Bundle(settings.models_dir), CallCache(settings.cache_path if settings.use_cache else None))
+    gen = AtomicFactGenerator(llm, decomposer="reference")
+    t0 = time.monotonic()
+    bar = Progress(len(sents), "decomposer proxy", enabled=progress)
+    reference = []
+    for _, s, _ in sents:
+        reference.append([f for _, fs in postprocess([(s, gen.facts_for_sentence(s))], [0]) for f in fs])
+        bar.advance(note=s[:30])
+    bar.close()
+    human = [h for _, _, h in sents]
+    variants = {"reference": reference}
+    for name in FILTERS:
+        variants[name] = [apply_filters([("", fs)], (name,))[0][1] for fs in reference]
+    variants["all filters"] = [apply_filters([("", fs)])[0][1] for fs in reference]
+    return {"sentences": len(sents), "limit": limit, "llm": llm.name, "llm_sha256": llm.sha256,
+            "entailment": "token overlap (>= 80% of the entailed fact's content words), no model",
+            "variants": {k: compare(v, human) for k, v in variants.items()},
+            "generation_s": round(time.monotonic() - t0, 1)}
+
+
+def format_proxy(report: dict) -> str:
+    lines = [f"decomposer proxy: {report['sentences']} annotated sentences of the training bios, facts by "
+             f"{report['llm']} ({report['llm_sha256'][:12]}); entailment by {report['entailment']}",
+             f"{'variant':<14}{'facts/sent':>11}{'human':>7}{'>15 words':>10}{'human':>7}{'coverage':>10}"
+             f"{'precision':>10}{'degenerate':>11}"]
+    pct = lambda x: f"{100 * x:.1f}%" if x is not None else "-"  # noqa: E731
+    for name, r in report["variants"].items():
+        lines.append(f"{name:<14}{r['facts_per_sentence']:>11.2f}{r['human_facts_per_sentence']:>7.2f}"
+                     f"{r['long_facts']:>10}{r['human_long_facts']:>7}{pct(r['coverage']):>10}"
+                     f"{pct(r['precision']):>10}{pct(r['degenerate_share']):>11}")
+    return "\n".join(lines)
