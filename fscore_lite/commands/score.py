@@ -39,6 +39,9 @@ def score(
     demo_shortcut: bool = typer.Option(False, "--demo-shortcut",
                                        help="Deviation: answer a sentence that is a demo with its demo facts "
                                             "(the reference sends it to the LM)."),
+    decomposer: str = typer.Option("default", "--decomposer",
+                                    help="Atomic-fact decoding: default (drafts looked up in the sentence, stop rules "
+                                         "against loops; deviations) or reference (the reference's decoding, byte-faithful)."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -52,7 +55,8 @@ def score(
     output = output or input.with_name(input.stem + ".factscore.jsonl")
     options = ScoreOptions(verifier=verifier, share=share, mode=mode, gamma=gamma, abstain=abstain, k=k, search_all=search_all, npm=npm,
                            chat_template=chat_template, context_budget=context_budget, progress=not quiet,
-                           max_output_chars=max_output_chars, demo_shortcut=demo_shortcut)
+                           max_output_chars=max_output_chars, demo_shortcut=demo_shortcut,
+                           decomposer=decomposer)
     result = score_file(input, output, settings, options, resume=resume, summary_path=summary)
     keys = ("score", "score_ci95", "score_by_decisions", "init_score", "respond_ratio", "num_facts_per_response", "num_items", "status_counts")
     typer.echo(json.dumps({k: result.get(k) for k in keys if k in result or k != "score_by_decisions"} | {"output": str(output),

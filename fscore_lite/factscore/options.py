@@ -25,6 +25,7 @@ class ScoreOptions:
     context_budget: int = DEFAULT_CONTEXT_BUDGET
     max_output_chars: int = MAX_OUTPUT_CHARS
     demo_shortcut: bool = False  # deviation: answer a demo sentence with its demo facts, no LM call
+    decomposer: str = "default"  # default (prompt-lookup drafts, stop rules) | reference (today's decoding)
     # auto (trained when installed, else llm) | trained | llm (the reference's LM judge) | llm+trained (both, stacked)
     verifier: str = "auto"
     # trained verifier: a response's share of supported facts estimated by PACC ("adjusted"), or
@@ -43,6 +44,9 @@ class ScoreOptions:
             raise FscoreError(f"--share must be adjusted or decisions, not {self.share!r}")
         if self.verifier not in VERIFIERS:
             raise FscoreError(f"--verifier must be one of {', '.join(VERIFIERS)}, not {self.verifier!r}")
+        from .fact_decoding import check_decomposer
+
+        check_decomposer(self.decomposer)
         if self.max_output_chars < 1:
             raise FscoreError(f"--max-output-chars must be 1 or more, not {self.max_output_chars}")
 

@@ -103,7 +103,8 @@ class FactScorer:
         if self._generator is None:
             from .atomic_facts import AtomicFactGenerator
 
-            self._generator = AtomicFactGenerator(self.llm, demo_shortcut=self.options.demo_shortcut)
+            self._generator = AtomicFactGenerator(self.llm, demo_shortcut=self.options.demo_shortcut,
+                                                  decomposer=self.options.decomposer)
         return self._generator
 
     @generator.setter
@@ -173,7 +174,7 @@ class FactScorer:
                                          "page order" if o.mode == "shared-context" else None),
                 "parity_call_order": "facts sorted by their prompt's passage sequence to share KV prefixes",
                 "sentence_splitter": SPLITTER,
-                "atomic_facts": atomic_fact_settings(o.demo_shortcut),
+                "atomic_facts": atomic_fact_settings(o.demo_shortcut, o.decomposer),
                 "npm_passages": NPM_PASSAGES if o.npm else None,
                 "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
                 "onnx_spin_us": session_spin(self.settings.threads),
