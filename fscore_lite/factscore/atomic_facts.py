@@ -238,6 +238,9 @@ class AtomicFactGenerator:
         keep = getattr(llm, "keep_prefix", None)
         if keep is not None:  # evaluated once, never pushed out by verification (cost only, same bits)
             keep(fixed_prefix(self.demos))
+            if self.decomposer == "default":  # and the fixed demos with each BM25 demo after them
+                for demo, demo_facts in self.demos.items():
+                    keep(fixed_prefix(self.demos) + _block(demo, demo_facts), evictable=True)
 
     def facts_for_sentence(self, sentence: str) -> list[str]:
         """The LM's facts for a sentence, as in the reference, which sends every sentence to the
