@@ -87,7 +87,7 @@ def prompts():
 @pytest.mark.llm
 def test_drafted_decoding_depends_on_the_prompt_alone(test_llm, prompts):
     def lookup(r, p):
-        return r.generate_lookup(p, af.MAX_FACT_TOKENS, fd.fact_stop, fd.STOP_RULE)
+        return r.generate_lookup(p, af.MAX_FACT_TOKENS, fd.fact_stop, fd.STOP_RULE, draft=3)
 
     cold = [lookup(_runner(test_llm), p) for p in prompts]  # a fresh context each
     assert all(af.parse_facts(c) for c in cold) and len(set(cold)) == len(cold)

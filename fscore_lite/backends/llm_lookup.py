@@ -20,13 +20,17 @@ import numpy as np
 
 from ..errors import FscoreError
 
-DRAFT = 3  # tokens proposed a step (a batch of 4: on 2 busy cores a step costs about its tokens)
+# Tokens proposed a step (0: off). On 2 busy shared cores a batch of n tokens costs nearly n single
+# steps, so drafting gains little there; 3 is what the bench section decomposer measured.
+DRAFT = 3
 NGRAM = (3, 2, 1)  # suffix lengths looked up, longest first
 
 
 def lookup_draft(out: list[int], sources: list[list[int]], k: int = DRAFT) -> list[int]:
     """Up to ``k`` tokens that followed the longest suffix of ``out`` (``NGRAM`` lengths) in the
-    first source that holds it (its first occurrence there); [] when none does."""
+    first source that holds it (its first occurrence there); [] when none does or ``k`` is 0."""
+    if k <= 0:
+        return []
     for n in NGRAM:
         if len(out) < n:
             continue

@@ -6,6 +6,7 @@
 ``--decomposer default`` (named deviations, see :func:`describe`): the same prompt, greedy, with
   * drafts looked up in the prompt (:mod:`fscore_lite.backends.llm_lookup`): facts copy the
     sentence's words, so several tokens are often accepted per decoding step;
+  * the KV states of the fixed demos followed by each BM25 demo kept (cost only, same bits);
   * stop rules that end the fact list where the reference's output stops being facts: a line
     that is not a "- " item, a fact that repeats an earlier one (a loop), or a fact past
     ``MAX_FACT_WORDS`` words (a runaway); the text ends before that line.
@@ -66,6 +67,7 @@ def describe(decomposer: str) -> dict:
     """The decoding settings that change facts, for the summary (and the resume key)."""
     if decomposer == "reference":
         return {"decomposer": "reference: greedy, one token a step, <= 128 tokens, stop at a blank line"}
-    return {"decomposer": (f"default (deviation, --decomposer reference for the reference's decoding): greedy "
-                           f"with prompt-lookup drafts ({DRAFT} tokens, n-grams {list(NGRAM)}), <= 128 tokens, "
+    drafts = f"prompt-lookup drafts ({DRAFT} tokens, n-grams {list(NGRAM)})" if DRAFT else "no drafts"
+    return {"decomposer": (f"default (deviation, --decomposer reference for the reference's decoding): greedy, "
+                           f"{drafts}, KV states of the fixed demos with each BM25 demo kept, <= 128 tokens, "
                            f"stop rules {STOP_RULE}")}
