@@ -7,7 +7,8 @@ the installed verifier, a store of wiki-factscore-dev pages, no call cache) on t
 InstructGPT bios whose topics the store holds, in one process, alternately bio by bio (old first on
 even bios, new first on odd ones), so that load on the shared machine falls on both sides alike.
 A side's time is its model loading plus its bios; the ratio of bios per hour is the result. Peak RSS
-is the process's, with both sides loaded (their GGUF weights are one mapping of the same file).
+is the process's, with both sides loaded (each holds its own copy of the repacked LLM weights), and
+the RSS each side's loading added is reported beside it.
 Without an installed trained verifier (``auto`` would fall back to the LLM judge, which is not the
 default bundle) the section times the atomic-fact stage of the same bios instead, and says so.
 """
