@@ -33,6 +33,7 @@ SECTIONS = {  # name: title, in document order
     "factscore": "FActScore throughput (facts/s, retrieval, shared context vs parity)",
     "verifier": "Trained verifier vs the LLM judge: facts/s at 1 thread, peak RSS",
     "atomic_facts": "Atomic facts: one generation at a time vs 3 decoded together; bios per hour end to end",
+    "decomposer": "Decomposer: bios per hour end to end, today's default vs the default decomposer",
     "llm_batching": "llama.cpp decoding steps with 1-4 sequences: cost, and whether the bits change",
     "q2_runtime": "Q² per response: ONNX int8 vs transformers fp32",
     "llm_runtime": "FActScore verification: llama.cpp Q4_K_M vs transformers fp32",
@@ -62,6 +63,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="of which this many are built from the XML dump (wikitext parsing is the slow path)")
     p.add_argument("--llm-models", default="", help="llm_runtime models (0.5b, 1.5b or bundle names); "
                                                     "default 0.5b,1.5b (quick: 0.5b)")
+    p.add_argument("--e2e-llm", default="1.5b", help="decomposer section: the LLM (0.5b, 1.5b, a bundle name "
+                                                     "or a .gguf path); default 1.5b, the default bundle's")
     p.add_argument("--prompts", type=int, default=10, help="verification prompts for llm_runtime")
     args = p.parse_args(argv)
     args.threads = sorted({int(t) for t in args.threads.split(",") if t.strip()})

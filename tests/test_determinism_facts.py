@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = r'''
 import json, re, sys
 from fscore_lite.factscore import atomic_facts as af
@@ -76,3 +78,59 @@ def test_detect_entities_returns_an_ordered_list():
 
     got = af.detect_entities("In 2001 and 1999 and 2001 again.", NoEntities())
     assert got == ["2001", "1999"] and isinstance(got, list)
+
+
+# ---- the default decomposer: a response's facts depend on its text alone --------------------
+@pytest.mark.llm
+def test_response_facts_same_alone_after_others_cached_and_resumed(tmp_path, example_store, test_llm,
+                                                                   settings_1t):
+    """The same response scored alone, after others, interleaved with others, from a warm call
+    cache and after ``--resume`` of an interrupted run gives the same facts and decisions, byte for
+    byte (the 0.5B model, 1 thread, the default decomposer: drafted decoding and stop rules)."""
+    from fscore_lite.cache import CallCache
+    from fscore_lite.factscore.pipeline import FactScorer, ScoreOptions, score_file
+
+    bios = [json.loads(line) for line in (Path(__file__).resolve().parent.parent / "examples" / "bios.jsonl")
+            .read_text(encoding="utf-8").splitlines()]
+    target, others = bios[2], [bios[0], bios[3]]  # Roselyn Sánchez; Travis Oliphant, Marianne McAndrew
+    settings = settings_1t.with_(store=example_store.path, home=tmp_path / "home")
+
+    def scorer(cache=None):
+        llm = type(test_llm)(test_llm.model_path, test_llm.sha256, test_llm.name, threads=1, n_ctx=4096,
+                             cache=cache or CallCache(None))
+        return FactScorer(settings, ScoreOptions(progress=False, verifier="llm", k=1), cache=llm.cache, llm=llm)
+
+    def facts_of(items, name, sc, resume=False):
+        inp = tmp_path / f"{name}.jsonl"
+        inp.write_text("".join(json.dumps(x) + "\n" for x in items), encoding="utf-8")
+        out = tmp_path / f"{name}.out.jsonl"
+        score_file(inp, out, settings, resume=resume, scorer=sc)
+        recs = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        rec = next(r for r in recs if r["topic"] == target["topic"])
+        assert rec["status"] == "ok" and rec["sentences"]
+        return json.dumps({k: rec[k] for k in ("sentences", "decisions", "score")}, sort_keys=True)
+
+    alone = facts_of([target], "alone", scorer())
+    disk = CallCache(tmp_path / "calls.sqlite")
+    assert facts_of([others[0], target, others[1]], "between", scorer(disk)) == alone
+    warm = CallCache(tmp_path / "calls.sqlite")
+    assert facts_of([target], "cached", scorer(warm)) == alone
+    assert warm.hits > 0 and warm.misses == 0  # every call came from the cache the other run filled
+
+    class Interrupted(Exception):
+        pass
+
+    sc = scorer()
+    real = sc.score_item
+
+    def fail_on_target(item, progress=None):
+        if item.topic == target["topic"]:
+            raise Interrupted
+        return real(item, progress)
+
+    sc.score_item = fail_on_target
+    items = [others[1], target, others[0]]
+    with pytest.raises(Interrupted):
+        facts_of(items, "resumed", sc)
+    sc.score_item = real  # the same scorer, its LLM context holding the other response's prompts
+    assert facts_of(items, "resumed", sc, resume=True) == alone

@@ -154,7 +154,7 @@ def test_demo_prefix_evaluated_once_across_generation_and_verification(warm):
     from fscore_lite.factscore.atomic_facts import AtomicFactGenerator, build_prompt, fixed_prefix
 
     r = fresh(warm)
-    gen = AtomicFactGenerator(r)  # registers the fixed demos with the runner
+    gen = AtomicFactGenerator(r, decomposer="reference")  # registers the fixed demos (only) with the runner
     n_prefix = len(r.tokenize(fixed_prefix(gen.demos), add_bos=True))
     assert n_prefix > 500
     sentences = ["Adil Rami is a French footballer.", "He played for Lille and Marseille.",

@@ -355,6 +355,13 @@ class LlamaRunner(PrefixSnapshots):
 
         return self._cached("generate", payload, compute)
 
+    def generate_lookup(self, prompt: str, max_tokens: int, stop, rule: str, draft: int | None = None) -> str:
+        """Greedy decoding with ``draft`` tokens a step looked up in the prompt until ``stop(text)``
+        gives a cut (:mod:`.llm_lookup`; not bit-identical to :meth:`generate`, cached apart)."""
+        from .llm_lookup import DRAFT, cached_generate_lookup
+
+        return cached_generate_lookup(self, prompt, max_tokens, stop, rule, DRAFT if draft is None else draft)
+
     def _generate_payload(self, prompt: str, max_tokens: int, stop) -> dict:
         return {"prompt": prompt, "max_tokens": max_tokens, "stop": list(stop), "chat": self.chat_template,
                 "layout": self._numerics}

@@ -27,14 +27,30 @@ class PrefixSnapshots:
     """Mixed into :class:`~fscore_lite.backends.llm.LlamaRunner`: uses its ``_llm``, ``_mem``,
     ``_tokens``, ``_ends``, ``_keep``, ``stats``, ``SEQ`` and ``_forget``."""
 
-    def keep_prefix(self, text: str) -> None:
+    MAX_EVICTABLE = 6  # saved states of prefixes kept with evictable=True (each a few tens of MB)
+
+    def keep_prefix(self, text: str, evictable: bool = False) -> None:
         """Keep the KV state of ``text``, a prefix many prompts start with (the fixed demos of the
         atomic-fact prompt): it is saved the first time a prompt's evaluation reaches its end
         (when that is a segment end), and restored instead of re-evaluated afterwards, whatever
-        ran in between. This changes cost only, never a result."""
+        ran in between. This changes cost only, never a result. Of the ``evictable`` ones (the
+        fixed demos with one more demo) at most :attr:`MAX_EVICTABLE` states are held, the least
+        recently used dropped first (saved again when next evaluated)."""
         head, _ = self.split_template(text)
         toks = tuple(self._llm.tokenize(head.encode("utf-8"), add_bos=True, special=self.chat_template))
         self._keep.setdefault(toks, None)
+        if evictable:
+            self.__dict__.setdefault("_evictable", {})[toks] = 0
+
+    def _touch(self, key: tuple[int, ...]) -> None:
+        """Mark an evictable state as just used; drop the least recently used past the bound."""
+        lru = self.__dict__.get("_evictable")
+        if not lru or key not in lru:
+            return
+        self.__dict__["_clock"] = lru[key] = self.__dict__.get("_clock", 0) + 1
+        held = sorted((t, k) for k, t in lru.items() if self._keep.get(k) is not None)
+        for _, k in held[:max(0, len(held) - self.MAX_EVICTABLE)]:
+            self._keep[k] = None
 
     def _save_snapshot(self, key: tuple[int, ...]) -> None:
         import llama_cpp
@@ -46,6 +62,7 @@ class PrefixSnapshots:
         if n:
             self._keep[key] = Snapshot(list(self._tokens), list(self._ends), buf, n)
             self.stats.extra["snapshots_saved"] += 1
+            self._touch(key)
 
     def _restore(self, snap: Snapshot) -> bool:
         """Clear the context and load ``snap`` into it: cells 0..n-1, as a cold evaluation leaves them."""
@@ -62,6 +79,7 @@ class PrefixSnapshots:
         self._tokens, self._ends = list(snap.tokens), list(snap.ends)
         self._llm.n_tokens = len(snap.tokens)
         self.stats.extra["snapshots_restored"] += 1
+        self._touch(tuple(snap.tokens))
         return True
 
     def _save_if_kept(self, end: int) -> None:

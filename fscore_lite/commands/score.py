@@ -51,9 +51,10 @@ def score(
                                        help="Deviation: answer a sentence that is a demo with its demo facts "
                                             "(the reference sends it to the LM)."),
     decomposer: str = typer.Option(default(S, "decomposer"), "--decomposer",
-                                   help=f"{one_of(S, 'decomposer')}. default: named filters on the generated facts "
-                                        "(citations, loops, fragments, chains, duplicates); reference: the paper's, "
-                                        "byte-faithful."),
+                                   help=f"{one_of(S, 'decomposer')}. default (deviations): drafts looked up in the "
+                                        "sentence, stop rules against loops, named filters on the facts (citations, "
+                                        "loops, fragments, chains, duplicates); reference: the paper's decoding and "
+                                        "facts, byte-faithful."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),

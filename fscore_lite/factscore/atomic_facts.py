@@ -15,6 +15,7 @@ from functools import lru_cache
 from importlib import resources
 
 from ..bm25 import BM25Okapi
+from . import fact_decoding
 from .fact_filters import filters_of
 from .sentences import gets_no_facts, split_sentences
 
@@ -225,6 +226,7 @@ def describe_settings(demo_shortcut: bool, decomposer: str = "default") -> dict:
                            else "sent to the LM (reference)"),
         "spacy_cleanup": spacy_cleanup_status(),
         "decomposer": decomposer,
+        "decoding": fact_decoding.describe(decomposer)["decomposer"],
         "filters": describe_filters(decomposer),
     }
 
@@ -235,13 +237,16 @@ class AtomicFactGenerator:
     def __init__(self, llm, demos: dict[str, list[str]] | None = None, demo_shortcut: bool = False,
                  decomposer: str = "default"):
         self.llm = llm
-        self.decomposer = decomposer
+        self.decomposer = fact_decoding.check_decomposer(decomposer)
         self.demos = demos or load_demos()
         self.selector = DemoSelector(self.demos)
         self.demo_shortcut = demo_shortcut
         keep = getattr(llm, "keep_prefix", None)
         if keep is not None:  # evaluated once, never pushed out by verification (cost only, same bits)
             keep(fixed_prefix(self.demos))
+            if self.decomposer == "default":  # and the fixed demos with each BM25 demo after them
+                for demo, demo_facts in self.demos.items():
+                    keep(fixed_prefix(self.demos) + _block(demo, demo_facts), evictable=True)
 
     def facts_for_sentence(self, sentence: str) -> list[str]:
         """The LM's facts for a sentence, as in the reference, which sends every sentence to the
@@ -249,26 +254,35 @@ class AtomicFactGenerator:
         named deviation, ``--demo-shortcut``) a sentence that is a demo gets the demo's facts."""
         if self.demo_shortcut and sentence in self.demos:
             return list(self.demos[sentence])
-        completion = self.llm.generate(build_prompt(sentence, self.demos, self.selector), MAX_FACT_TOKENS, STOP)
-        return parse_facts(completion)
+        return parse_facts(self._complete([build_prompt(sentence, self.demos, self.selector)])[0])
+
+    def _complete(self, prompts: list[str]) -> list[str]:
+        """The LM's completions of atomic-fact prompts, decoded as ``decomposer`` says."""
+        if self.decomposer == "default":
+            lookup = getattr(self.llm, "generate_lookup", None)
+            if lookup is not None:
+                return [lookup(p, MAX_FACT_TOKENS, fact_decoding.fact_stop, fact_decoding.STOP_RULE) for p in prompts]
+            # an LM without drafting (test doubles): the same stop rules on its plain output
+            return [fact_decoding.cut(self.llm.generate(p, MAX_FACT_TOKENS, STOP)) for p in prompts]
+        many = getattr(self.llm, "generate_many", None)
+        return (many(prompts, MAX_FACT_TOKENS, STOP) if many is not None
+                else [self.llm.generate(p, MAX_FACT_TOKENS, STOP) for p in prompts])
 
     def describe(self) -> dict:
         """The atomic-fact settings that change facts, for the summary (and the resume key)."""
         return describe_settings(self.demo_shortcut, self.decomposer)
 
     def run(self, generation: str) -> list[SentenceFacts]:
-        """A response's sentences and their facts; the sentences that go to the LM are generated
-        together (:meth:`LlamaRunner.generate_many`: the same bytes as one at a time)."""
+        """A response's sentences and their facts. With ``--decomposer reference`` the sentences that
+        go to the LM are generated together (:meth:`LlamaRunner.generate_many`: the same bytes as
+        one at a time); by default each is decoded with prompt-lookup drafts (:mod:`.fact_decoding`)."""
         sentences, para_breaks = split_sentences(generation)
         facts: list[list[str] | None] = [
             [] if gets_no_facts(s, i) else (list(self.demos[s]) if self.demo_shortcut and s in self.demos else None)
             for i, s in enumerate(sentences)
         ]
         todo = [i for i, f in enumerate(facts) if f is None]
-        prompts = [build_prompt(sentences[i], self.demos, self.selector) for i in todo]
-        many = getattr(self.llm, "generate_many", None)
-        completions = (many(prompts, MAX_FACT_TOKENS, STOP) if many is not None
-                       else [self.llm.generate(p, MAX_FACT_TOKENS, STOP) for p in prompts])
+        completions = self._complete([build_prompt(sentences[i], self.demos, self.selector) for i in todo])
         for i, completion in zip(todo, completions):
             facts[i] = parse_facts(completion)
         pairs = [(s, f or []) for s, f in zip(sentences, facts)]

@@ -10,12 +10,12 @@ from .abstain import MODES as ABSTAIN_MODES
 from .items import MAX_OUTPUT_CHARS
 from .score import GAMMA
 from .verifiers import AUTO, REGISTRY
+from .fact_decoding import DECOMPOSERS
 from .verify import DEFAULT_CONTEXT_BUDGET
 
 MODES = ("parity", "shared-context")
 SHARES = ("adjusted", "decisions")
 VERIFIERS = (AUTO, *REGISTRY)
-DECOMPOSERS = ("default", "reference")  # reference: the paper's prompts, decoding and post-processing
 
 
 @dataclass
