@@ -58,7 +58,7 @@ def run(args) -> tuple[str, dict]:
             res[side]["seconds"] += time.perf_counter() - t
             res[side]["load_s"] = time.perf_counter() - t
             res[side]["rss_added_mib"] = current_rss_mib() - rss
-        end_to_end = all(sc.verifier_kind == "trained" for sc in scorers.values())
+        end_to_end = all(sc.verifier.kind == "trained" for sc in scorers.values())
         what = ("end to end (`score_file`: atomic facts, retrieval, the trained verifier)" if end_to_end else
                 "the atomic-fact stage only (**no trained verifier installed**, so not end to end)")
         for i, bio in enumerate(bios):

@@ -133,7 +133,7 @@ def test_proxy_sample_is_fixed_and_from_annotated_sentences(data_dir):
 
 def test_subject_rows_pair_own_and_paper_by_bio():
     from fscore_lite.metaeval.e2e_er import bio_scores, record_scores, subject_rows
-    from fscore_lite.metaeval.labeled import AnnotatedBio, AnnotatedSentence, HumanFact
+    from fscore_lite.training.labeled import AnnotatedBio, AnnotatedSentence, HumanFact
 
     def bio(topic, line):
         s = AnnotatedSentence("x", True, ("A b.", "C d."), (HumanFact("A b.", "S"), HumanFact("C d.", "NS")))

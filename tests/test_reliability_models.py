@@ -50,5 +50,5 @@ def test_the_summary_records_the_verifier_decision_settings_hash(tmp_path, examp
         skip_or_fail("no trained verifier installed (fscore-lite models train verifier)")
     scorer = FactScorer(settings, ScoreOptions(verifier="trained", progress=False))
     recorded = scorer.describe()["models"]["verifier"]
-    assert recorded["decisions_sha256"] == entry.decisions_sha256 and recorded["sha256"] == scorer.trained.sha256
+    assert recorded["decisions_sha256"] == entry.decisions_sha256 and recorded["sha256"] == scorer.verifier.sha256
     assert scorer.identity()["verifier_decisions"] == entry.decisions_sha256

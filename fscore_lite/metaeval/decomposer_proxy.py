@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 
 from ..factscore.fact_filters import FILTERS, apply_filters, content_words, degenerate_counts
-from .labeled import SUBJECTS
+from ..training.labeled import SUBJECTS
 
 LONG_WORDS = 15
 
@@ -31,7 +31,7 @@ def entails(a: str, b: str, threshold: float = 0.8) -> bool:
 def sample_sentences(data, pages: dict[str, str], limit: int | None, subjects=SUBJECTS) -> list[tuple[str, str, list[str]]]:
     """(topic, sentence, human facts) of relevant annotated sentences of bios with a page, a fixed
     sample of ``limit`` chosen by a stable hash of subject, bio line and sentence."""
-    from .labeled import load_subject
+    from ..training.labeled import load_subject
 
     rows = []
     for subject in subjects:
@@ -68,7 +68,7 @@ def run_proxy(data, settings, limit: int | None = 100, progress: bool = True, ll
     from ..factscore.atomic_facts import AtomicFactGenerator, postprocess
     from ..manifest import Bundle
     from ..progress import Progress
-    from .factscore_er import wiki_pages
+    from ..training.labeled import wiki_pages
 
     pages, _ = wiki_pages(data)
     sents = sample_sentences(data, pages, limit)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import FscoreError
 from ..factscore.fact_filters import degenerate_counts
-from .labeled import SUBJECTS, AnnotatedBio
+from ..training.labeled import SUBJECTS, AnnotatedBio
 
 
 def generate_own_facts(bios: list[AnnotatedBio], generator, progress: bool = True) -> list[list[str]]:
@@ -70,7 +70,7 @@ def subject_rows(bios: list[AnnotatedBio], human: list[float], own: list[dict], 
                  own_facts: list[list[str]]) -> list[dict]:
     """Per subject: human, estimates (own and paper facts), ER, per-bio MAE, facts per response,
     degenerate shares, the paired own − paper difference with its interval over topics."""
-    from .factscore_er import signed_error_ci
+    from ..stats import signed_error_ci
 
     rows = []
     for subject in dict.fromkeys(b.subject for b in bios):
@@ -116,9 +116,11 @@ def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subject
     from ..factscore.combiner import Combiner
     from ..manifest import Bundle
     from ..store import open_store
-    from .factscore_er import ensure_store, ranking_preserved, wiki_pages
+    from .factscore_er import ensure_store, ranking_preserved
+    from ..training.labeled import wiki_pages
     from .stack_er import fold_combiners, held_out_bios
-    from .verifier_cv import Examples, Fact, cross_validate, featurise, load_examples, use_recorded_scores, worker_pool
+    from ..training.combiner_cv import cross_validate
+    from ..training.examples import Examples, Fact, featurise, load_examples, use_recorded_scores, worker_pool
 
     if folds < 2:
         raise FscoreError(f"--cv needs at least 2 folds, not {folds}")
@@ -247,9 +249,10 @@ def run_e2e(data, settings, subjects=None, limit=None, store=None, out="out/meta
 
     from ..factscore.pipeline import FactScorer, ScoreOptions, score_file
     from ..io import atomic_write_text
-    from .factscore_er import ensure_store, ranking_preserved, sample, trained_topics_note, wiki_pages
+    from .factscore_er import ensure_store, ranking_preserved, sample, trained_topics_note
+    from ..training.labeled import wiki_pages
     from .factscore_human import human_score
-    from .labeled import load_subject
+    from ..training.labeled import load_subject
 
     t0 = time.monotonic()
     pages, files = wiki_pages(data)
@@ -267,7 +270,7 @@ def run_e2e(data, settings, subjects=None, limit=None, store=None, out="out/meta
             raise FscoreError(f"unknown subject {subject!r}; choose from {', '.join(SUBJECTS)}")
         chosen = sample([b for b in load_subject(data, subject) if b.responded and b.topic in pages
                          and b.model_facts()], limit)
-        tag = f"{subject}-{scorer.verifier_kind}" + ("" if scorer.trained is not None else f"-{mode}")
+        tag = f"{subject}-{scorer.verifier.kind}" + ("" if scorer.verifier.name is not None else f"-{mode}")
         runs = {}
         for kind, field in (("paper", None), ("own", decomposer)):
             inp = out / (f"e2e-{tag}-{kind}{'-' + field if field else ''}.input.jsonl")
@@ -289,8 +292,8 @@ def run_e2e(data, settings, subjects=None, limit=None, store=None, out="out/meta
     llm = scorer.llm
     return {"folds": None, "facts": "generated", "decomposer": decomposer, "note": note,
             "atomic_facts": scorer.describe()["settings"]["atomic_facts"], "llm": llm.name, "llm_sha256": llm.sha256,
-            "verifier": scorer.trained.name if scorer.trained is not None else f"llm judge ({mode})",
-            "calibrated_on": "paper facts" if scorer.trained is not None else "nothing (LM judge)",
+            "verifier": scorer.verifier.name if scorer.verifier.name is not None else f"llm judge ({mode})",
+            "calibrated_on": "paper facts" if scorer.verifier.name is not None else "nothing (LM judge)",
             "limit": limit, "topics": len({b.topic for b in bios}), "bios": len(bios), "threads": settings.threads,
             "subjects": table,
             "ranking_preserved": {k: ranking_preserved({r["subject"]: r[k]["estimated"] for r in table})
