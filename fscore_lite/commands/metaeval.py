@@ -62,7 +62,7 @@ def factscore_er(
         if verifier != "trained":
             raise FscoreError("--facts generated --cv K cross-validates the trained verifier: add --verifier trained")
         from ..metaeval.e2e_er import format_e2e_report, run_e2e_cv
-        from ..metaeval.labeled import SUBJECTS
+        from ..training.labeled import SUBJECTS
 
         result = run_e2e_cv(data, settings, cv, limit=limit, subjects=tuple(subs or SUBJECTS), decomposer=decomposer)
         typer.echo(json.dumps(result, indent=2) if as_json else format_e2e_report(result))
