@@ -92,7 +92,7 @@ dist-test: dist models-test
 
 # docs/CLI.md is the --help of every command (tests/test_docgen.py fails when it is stale).
 docs: $(VENV)/.runtime
-	$(BIN)/python -m fscore_lite.commands.docgen > docs/CLI.md.tmp
+	$(BIN)/python -m fscore_lite.docgen > docs/CLI.md.tmp
 	mv docs/CLI.md.tmp docs/CLI.md
 
 clean:

@@ -13,10 +13,24 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from .io import OutputLock, ResumableJsonlWriter, atomic_write_json, check_writable_outputs, summary_path_for
 from .progress import Progress
+
+
+class LocalExecutor:
+    """Scores one item after the other in this process with ``score_one(item) -> record``."""
+
+    def __init__(self, score_one: Callable[[Any], dict]):
+        self.score_one = score_one
+
+    def map(self, items: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, dict]]:
+        for line, item in items:
+            yield line, self.score_one(item)
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -85,8 +99,6 @@ def run_file(input_path: str | Path, output_path: str | Path, items: Sequence, l
         for _ in range(len(items) - len(pending)):
             bar.skip()
         if executor is None:  # this process, one item after the other
-            from .distributed import LocalExecutor
-
             executor = LocalExecutor(lambda item: scorer.score_item(item, bar))
         for item, (line, rec) in zip(pending, executor.map((it.line, it) for it in pending)):
             writer.add(line, rec)

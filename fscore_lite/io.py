@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .errors import InputError, OutputError
+from .runfiles import OutputLock, ResumableJsonlWriter, atomic_write_text, dumps_strict  # noqa: F401  (the API)
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 
@@ -266,29 +267,6 @@ def check_writable_outputs(outputs: Iterable[str | Path], inputs: Iterable[str |
         os.unlink(probe)
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write a file by writing a temporary sibling and renaming it over the target."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results and manifests are meant to be shared
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
-        raise
-
-
 def atomic_write_json(path: str | Path, obj: Any) -> None:
     """Strict JSON (no NaN or infinity, which other readers refuse), written atomically."""
     try:
@@ -297,6 +275,3 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
         raise OutputError(f"cannot write {path}: it would hold a number that is not finite ({e}); "
                           "nothing was written") from None
     atomic_write_text(path, text + "\n")
-
-
-from .runfiles import OutputLock, ResumableJsonlWriter, dumps_strict  # noqa: E402,F401  (the API)

@@ -12,11 +12,11 @@ import errno
 import fcntl
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
 from .errors import FscoreError, OutputError
-from .io import atomic_write_text
 
 
 def dumps_strict(obj: Any) -> str:
@@ -26,6 +26,29 @@ def dumps_strict(obj: Any) -> str:
 
 def _refuse_constant(text: str):
     raise ValueError(f"{text} is not a JSON number")
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write a file by writing a temporary sibling and renaming it over the target."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results and manifests are meant to be shared
+        os.replace(tmp, path)
+    except BaseException as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+        raise
 
 
 class OutputLock:

@@ -22,6 +22,8 @@ from typing import Iterator
 
 from fscore_lite.errors import FscoreError, InputError
 
+from .pages import SourcePage
+
 DISAMBIGUATION = re.compile(
     r"\{\{\s*(disambiguation|disambig|dab|disamb|hndis|geodis|numberdis|mathdab|schooldis|"
     r"letter-numbercombdisambig|hospitaldis|roaddis|callsigndis)\s*[|}]",
@@ -90,7 +92,6 @@ def read_mediawiki(path: str | Path, position: list[int] | None = None):
 
     ``position``, when given, is kept at ``[compressed bytes read, file size]``.
     """
-    from .sources import SourcePage
 
     mwxml = _require("mwxml")
     path = Path(path)

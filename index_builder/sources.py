@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -21,22 +20,10 @@ from fscore_lite.io import read_jsonl, require_text
 from fscore_lite.store import SEPARATOR
 
 from .mediawiki import is_mediawiki_dump, read_mediawiki
+from .pages import SourcePage
 
 FORMATS = ("auto", "factscore-db", "jsonl", "tsv", "mediawiki")
 CHUNKED_FORMATS = ("jsonl", "mediawiki")  # pages given as text, chunked by the builder
-
-
-@dataclass(frozen=True)
-class SourcePage:
-    """One page from a source: either pre-chunked ``passages`` or raw ``text`` to chunk."""
-
-    title: str
-    where: str  # "file:line" or "file: documents row N", for messages
-    text: str | None = None
-    passages: tuple[str, ...] | None = None
-    aliases: tuple[str, ...] = ()
-    markup: str = "plain"  # "wikitext": ``text`` is converted to plain text before chunking
-    redirect: str | None = None  # not a page: ``title`` is an alias of the page ``redirect``
 
 
 def detect_format(path: str | Path) -> str:

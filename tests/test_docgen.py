@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from fscore_lite.commands.docgen import cli_reference
+from fscore_lite.docgen import cli_reference
 
 from .conftest import REPO
 
@@ -34,7 +34,7 @@ def test_cli_reference_covers_every_command():
 
 
 def test_docgen_module_prints_the_reference():
-    proc = subprocess.run([sys.executable, "-m", "fscore_lite.commands.docgen"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "fscore_lite.docgen"], capture_output=True, text=True,
                           timeout=300, env={"PATH": "/usr/bin:/bin", **_pythonpath()})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == cli_reference()

@@ -11,21 +11,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
+from ..driver import LocalExecutor  # noqa: F401  (re-exported: the executor protocol's plain case)
 from ..errors import FscoreError
-
-
-class LocalExecutor:
-    """Scores one item after the other in this process with ``score_one(item) -> record``."""
-
-    def __init__(self, score_one: Callable[[Any], dict]):
-        self.score_one = score_one
-
-    def map(self, items: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, dict]]:
-        for line, item in items:
-            yield line, self.score_one(item)
-
-    def close(self) -> None:
-        pass
 
 
 RAY_HELP = ("Score on Ray actors: local (start Ray on this machine), auto (the cluster `ray start` joined "

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from ..backends.onnx_session import session_spin
 from ..cache import CallCache
-from ..distributed import LocalExecutor
 from ..errors import InputError
 from ..driver import RunFacts, run_file
 from ..io import Record, read_input, read_records, require_text

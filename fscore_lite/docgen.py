@@ -1,4 +1,4 @@
-"""Write docs/CLI.md from the ``--help`` of every command: ``python -m fscore_lite.commands.docgen > docs/CLI.md``.
+"""Write docs/CLI.md from the ``--help`` of every command: ``python -m fscore_lite.docgen > docs/CLI.md``.
 
 The reference is generated, never edited by hand, so it cannot drift from the code;
 tests/test_docgen.py fails when the committed file is stale (``make docs`` rewrites it).
@@ -12,7 +12,7 @@ WIDTH = 100  # fixed, so the text does not depend on the terminal that runs this
 HEADER = """# Command-line reference
 
 Generated from the `--help` of every command by `make docs`
-(`python -m fscore_lite.commands.docgen > docs/CLI.md`); do not edit by hand.
+(`python -m fscore_lite.docgen > docs/CLI.md`); do not edit by hand.
 
 At a glance:
 
@@ -65,7 +65,7 @@ def cli_reference() -> str:
     """docs/CLI.md: a section per command and subcommand, each its `--help` text."""
     import typer
 
-    from ..cli import app
+    from .cli import app
 
     root = typer.main.get_command(app)
     parts = [HEADER]
