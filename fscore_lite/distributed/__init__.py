@@ -2,7 +2,7 @@
 
 ``score_file`` and ``run_q2`` hand their pending items to an *executor*: an object with
 ``map(items) -> iterator of (line_no, record)``, where ``items`` is an iterable of
-``(line_no, item)`` and the records come back in the order of ``items``. :class:`LocalExecutor`
+``(line_no, item)`` and the records come back in the order of ``items``. :class:`fscore_lite.driver.LocalExecutor`
 is the plain loop; :class:`fscore_lite.distributed.ray_runner.RayExecutor` shards the items
 over Ray actors. This module never imports ray: only ``--ray`` does.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
-from ..driver import LocalExecutor  # noqa: F401  (re-exported: the executor protocol's plain case)
 from ..errors import FscoreError
 
 
