@@ -46,8 +46,10 @@ def test_lookup_draft_prefers_the_longest_ngram_and_the_first_source():
 def test_decomposer_named_in_the_settings_and_checked():
     from fscore_lite.errors import FscoreError
 
-    assert "deviation" in af.describe_settings(False)["decomposer"]
-    assert af.describe_settings(False, "reference")["decomposer"].startswith("reference")
+    default, reference = af.describe_settings(False), af.describe_settings(False, "reference")
+    assert default["decomposer"] == "default" and "deviation" in default["decoding"]
+    assert reference["decomposer"] == "reference" and reference["decoding"].startswith("reference")
+    assert list(reference["filters"]) == ["none"] and all("deviation" in r for r in default["filters"].values())
     with pytest.raises(FscoreError, match="--decomposer"):
         af.AtomicFactGenerator(object(), decomposer="fast")
 
