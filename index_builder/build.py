@@ -31,7 +31,7 @@ from fscore_lite.settings import DEFAULT_EMBED, Settings
 from fscore_lite.page_vectors import DEFAULT_BATCH, embed_page
 from fscore_lite.store import passage_embedding_text
 
-from .chunking import MAX_TOKENS, RULE_DESCRIPTIONS, RULES, chunk_page
+from .chunking import MAX_TOKENS, RULE_DESCRIPTIONS, RULES
 from .parallel import prepared_pages
 from .sources import CHUNKED_FORMATS, FORMATS, detect_format, read_pages
 from .writer import HNSW_EF_CONSTRUCTION, HNSW_M, HNSW_SEED, StoreWriter

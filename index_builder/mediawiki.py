@@ -18,7 +18,6 @@ from __future__ import annotations
 import bz2
 import re
 from pathlib import Path
-from typing import Iterator
 
 from fscore_lite.errors import FscoreError, InputError
 

@@ -9,7 +9,6 @@ over Ray actors. This module never imports ray: only ``--ray`` does.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
 
 from ..errors import FscoreError
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from functools import partial
 from pathlib import Path
 
 from ..backends.onnx_session import session_spin

@@ -12,7 +12,6 @@ that varies between runs (timings go to the summary), so two runs are byte-ident
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from ..backends.onnx_session import session_spin
 from ..cache import CallCache
