@@ -71,3 +71,20 @@ def train_llm_combiner(models_dir: Path, settings, **options) -> dict:
     except ModuleNotFoundError as e:
         raise FscoreError(f"training needs the export extra: {EXPORT_EXTRA} (missing {e.name})") from None
     return fit(models_dir, settings, **options)
+
+
+def make_own_facts(settings, **options) -> dict:
+    """Generate and ship the default decomposer's facts of the training bios (``fscore_lite_models.verifier.own_facts``)."""
+    from fscore_lite_models.verifier.own_facts import make_own_facts as make
+
+    return make(settings, **options)
+
+
+def shipped_own_facts(data: Path | None = None) -> Path | None:
+    """The own-facts file a verifier build on ``data`` fits its own-facts calibration on (the shipped
+    file, with the shipped data, when it is present); None when there is none."""
+    try:
+        from fscore_lite_models.verifier.own_facts import shipped_own_facts as shipped
+    except ImportError:  # a runtime without the build packages ships no own facts
+        return None
+    return shipped(data)

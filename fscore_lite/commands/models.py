@@ -167,7 +167,11 @@ def train_verifier(
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: $FSCORE_LITE_THREADS or all)."),
     bf16: Optional[bool] = typer.Option(None, "--bf16/--no-bf16", help="bfloat16 autocast (default: when the CPU has bf16 units)."),
     if_missing: bool = typer.Option(False, "--if-missing", help="Do nothing when a verifier trained with these settings "
-                                    "is installed and its files verify."),
+                                    "(and the same own-facts file) is installed and its files verify."),
+    own_facts: Optional[Path] = typer.Option(
+        None, "--own-facts", help="The default decomposer's facts of the training bios (`models own-facts`) to fit the "
+                                  "calibration of generated facts on (default: models/data/own-facts-dev.jsonl.gz with "
+                                  "the shipped data, when present; without one, generated facts get the paper calibration)."),
 ) -> None:
     """Train the fact verifier: an SNLI cross-encoder (also Q²'s NLI model) and a combiner
     fitted on FActScore's human labels; export int8 + fp32 ONNX and record both in the manifest."""
@@ -178,10 +182,11 @@ def train_verifier(
                                snli=build.SnliConfig(pairs=snli_pairs, epochs=epochs, max_length=max_length),
                                fact_stage=build.FactStageConfig(epochs=fact_epochs, lr=fact_lr, frozen_layers=fact_frozen)
                                if fact_stage else None)
-    if if_missing and _trained_with(settings.models_dir, cfg, data, build.BUILDER):
+    own_path = own_facts or build_step.shipped_own_facts(data)
+    if if_missing and _trained_with(settings.models_dir, cfg, data, build.BUILDER, own_path):
         typer.echo(f"{cfg.name} is installed in {settings.models_dir} with these settings; nothing to do")
         return
-    report = build.train_verifier(settings.models_dir, settings, cfg, data=data, log=_log)
+    report = build.train_verifier(settings.models_dir, settings, cfg, data=data, log=_log, own_facts=own_path or False)
     typer.echo(f"snli test accuracy {100 * report['snli']['test_accuracy']:.2f}% "
                f"(int8 ONNX {100 * report['graph_checks']['snli_test_accuracy_int8_onnx']:.2f}%)")
     typer.echo(f"{'subject':<14}{'bios':>5}{'human':>8}{'est':>8}{'ER':>6}{'F1(NS)':>8}   (out-of-fold, {folds} folds)")
@@ -190,6 +195,32 @@ def train_verifier(
                    f"{100 * (r['f1_ns'] or 0):>8.1f}")
     typer.echo(f"installed {cfg.nli_name} (nli) and {cfg.name} (verifier) into {settings.models_dir} "
                f"in {report['timings']['total_s']:.0f} s")
+
+
+@app.command("own-facts")
+def own_facts_cmd(
+    limit: Optional[int] = typer.Option(None, "--limit", help="A fixed sample of N bios per subject (the first N by "
+                                        "the sha256 of their topic, as in meta-eval); default: every training bio."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: $FSCORE_LITE_THREADS or all)."),
+    llm: Optional[str] = typer.Option(None, "--llm", help="LLM (bundle name or .gguf path; default: the default LLM)."),
+    subjects: Optional[List[str]] = typer.Option(None, "--subjects", help="Subjects (default: InstructGPT, ChatGPT, "
+                                                 "PerplexityAI)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="As for `train verifier` (default: the shipped training data)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Where to write (default: "
+                                          "models/data/own-facts-dev.jsonl.gz, its sha256 beside it)."),
+    models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP),
+) -> None:
+    """Make the default decomposer's facts of every annotated training bio (build step): what
+    `train verifier` fits the calibration of generated facts on. Every LLM call is cached, so an
+    interrupted run resumes; the file records the settings that made the facts and its sha256."""
+    from ..training.labeled import SUBJECTS
+
+    settings = Settings().with_(models_dir=models_dir, threads=threads, llm=llm)
+    made = build_step.make_own_facts(settings, out=output, data=data, limit=limit,
+                                     subjects=tuple(subjects or SUBJECTS), log=_log, progress=True)
+    typer.echo(f"wrote {made['n_facts']} facts of {made['n_bios']} bios ({made['llm']}, {made['threads']} thread(s)) to "
+               f"{made['path']} (sha256 {made['sha256'][:12]}…) in {made['total_s']:.0f} s; refit the verifier with "
+               "`fscore-lite models train verifier --if-missing`")
 
 
 @train_app.command("llm-combiner")
@@ -216,9 +247,12 @@ def train_llm_combiner(
                f"{settings.models_dir} in {tr['total_s']:.0f} s")
 
 
-def _trained_with(models_dir: Path, cfg, data: Optional[Path], builder: int) -> bool:
-    """Is a verifier built with ``cfg`` (the same data choice, recipe version ``builder``) installed, with intact files?"""
+def _trained_with(models_dir: Path, cfg, data: Optional[Path], builder: int, own_facts: Optional[Path] = None) -> bool:
+    """Is a verifier built with ``cfg`` (the same data choice, recipe version ``builder``, the same own-facts
+    file or none) installed, with intact files?"""
     from dataclasses import asdict
+
+    from ..training.own_facts import read_own_facts
 
     bundle = Bundle(models_dir)
     if cfg.name not in bundle.entries or cfg.nli_name not in bundle.entries:
@@ -233,6 +267,9 @@ def _trained_with(models_dir: Path, cfg, data: Optional[Path], builder: int) -> 
         recorded.pop("fact_stage", None)
         wanted.pop("fact_stage", None)
     if recorded != wanted or training.get("data") != (str(data) if data else "shipped") or training.get("builder") != builder:
+        return False
+    own_sha = read_own_facts(own_facts).sha256 if own_facts else None  # a changed file (or none now): refit
+    if training.get("own_facts_sha256") != own_sha:
         return False
     try:
         bundle.verify(entry)

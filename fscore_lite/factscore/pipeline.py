@@ -135,14 +135,23 @@ class FactScorer:
                 "parity_call_order": "facts sorted by their prompt's passage sequence to share KV prefixes",
                 "sentence_splitter": SPLITTER,
                 "atomic_facts": atomic_fact_settings(o.demo_shortcut, o.decomposer),
-                "calibration": (calibration_note(self.bundle.get(self.verifier.name).extra, self.timings.facts_generated,
-                                                 o.decomposer) if self.verifier.name else None),
+                "calibration": self.calibration(),
                 "npm_passages": NPM_PASSAGES if o.npm else None,
                 "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
                 "onnx_spin_us": session_spin(self.settings.threads),
                 "decode_parallel": self.settings.parallel if self.llm_loaded else None,  # no LLM: nothing decoded
             },
         }
+
+    def calibration(self) -> dict | None:
+        """``settings.calibration``: which calibration the trained verifier applied to which facts."""
+        if not self.verifier.name:
+            return None
+        generated = self.timings.facts_generated
+        run = (self.verifier.inner if hasattr(self.verifier, "inner") else self.verifier)
+        settings = run.run_fact_settings() if generated and self.llm_loaded and hasattr(run, "run_fact_settings") else None
+        return calibration_note(self.bundle.get(self.verifier.name).extra, generated, self.options.decomposer,
+                                settings, own_usable=run.kind == "trained")
 
     def score_item(self, item: Item, progress: Progress | None = None) -> dict:
         """One item's output record; ``progress`` counts its facts as they are generated and verified."""
@@ -179,13 +188,13 @@ class FactScorer:
         evidence = [self.retriever.retrieve(item.topic, f) for f in facts]
         t2 = time.monotonic()
         npm0 = self.timings.npm
-        decisions = self.verifier.verify(item.topic, facts, evidence)
+        decisions = self.verifier.verify(item.topic, facts, evidence, generated=sentences is not None)
         self.timings.retrieval += t2 - t1
         self.timings.verification += time.monotonic() - t2 - (self.timings.npm - npm0)
         self.timings.facts_verified += len(facts)
         if progress is not None:
             progress.advance(len(facts), unit=FACTS_VERIFIED)
-        shares = self.verifier.response_shares(decisions)
+        shares = self.verifier.response_shares(decisions, generated=sentences is not None)
         score, init = response_score([d.is_supported for d in decisions], o.gamma, shares.get("readable_share"))
         result = shares | {"status": "ok", "score": round(score, 6), "init_score": round(init, 6),
                            "num_facts": len(facts), "decisions": [d.to_json() for d in decisions]}

@@ -191,12 +191,16 @@ class TrainedVerifier:
         ce, scores = ce_features(np.asarray(logits, dtype=np.float32), self.labels)
         return {**ce, **feats}, scores
 
-    def verify(self, topic: str, facts: list[str], evidence: list[list[Evidence]]) -> list[TrainedVerdict]:
-        assert self.combiner is not None
+    def verify(self, topic: str, facts: list[str], evidence: list[list[Evidence]],
+               combiner: Combiner | None = None) -> list[TrainedVerdict]:
+        """Verdicts under the recorded combiner, or ``combiner`` (the same weights with another
+        calibration: the own-facts threshold)."""
+        comb = combiner or self.combiner
+        assert comb is not None
         out = []
         for fact, ev, pos in zip(facts, evidence, relative_positions(len(facts))):
             feats, scores = self.features(topic, fact, ev, pos)
-            p = float(self.combiner.probability(self.combiner.matrix([feats]))[0])
-            out.append(TrainedVerdict(p > self.combiner.threshold, p, scores,
+            p = float(comb.probability(comb.matrix([feats]))[0])
+            out.append(TrainedVerdict(p > comb.threshold, p, scores,
                                       {k: round(v, 5) for k, v in feats.items()}))
         return out

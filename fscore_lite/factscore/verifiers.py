@@ -54,9 +54,10 @@ class Verifier(Protocol):
     sha256: str | None  # that model's sha256 (part of the resume key)
     decisions_sha256: str | None  # the hash of its decision settings (combiner, threshold); in the key too
 
-    def verify(self, topic: str, facts: list[str], evidence: list[list]) -> list[Decision]: ...
+    def verify(self, topic: str, facts: list[str], evidence: list[list], generated: bool = False) -> list[Decision]:
+        """``generated``: the facts were made by this run's decomposer (not given in the input)."""
 
-    def response_shares(self, decisions: list[Decision]) -> dict:
+    def response_shares(self, decisions: list[Decision], generated: bool = False) -> dict:
         """A response's estimated shares (``readable_share``, its own score's share, and
         ``pacc_share_unclipped``, what the run's adjusted aggregate averages) when this verifier
         estimates them; {} when the share is the count of supported decisions."""
@@ -94,12 +95,12 @@ class LlmJudge:
             self._judge = LlmVerifier(self.ctx.llm(), self.ctx.options.mode, self.ctx.options.context_budget)
         return self._judge
 
-    def verify(self, topic, facts, evidence) -> list[Decision]:
+    def verify(self, topic, facts, evidence, generated: bool = False) -> list[Decision]:
         verdicts = self.judge.verify(topic, facts, evidence)
         return [Decision(f, bool(v.is_supported), v.rule, margin=v.margin, evidence=tuple(ev))
                 for f, ev, v in zip(facts, evidence, verdicts)]
 
-    def response_shares(self, decisions) -> dict:
+    def response_shares(self, decisions, generated: bool = False) -> dict:
         return {}
 
     def describe(self) -> dict:
@@ -123,22 +124,50 @@ class Trained:
         self.name, self.sha256 = self.trained.name, self.trained.sha256
         # the combiner's weights, intercept, threshold and the rest of its settings, as hashed now
         self.decisions_sha256 = ctx.bundle.get(self.name).decisions_sha256
+        # the threshold and share means fitted on the facts the default decomposer made for the training
+        # bios: applied to the facts a run generates when its fact settings are the ones recorded
+        self.own_calibration = ctx.bundle.get(self.name).extra.get("own_facts_calibration")
+        self._own_combiner = None
+
+    def run_fact_settings(self) -> dict:
+        """What makes this run's generated facts: the LLM and the atomic-fact settings (loads the LLM)."""
+        from .atomic_facts import describe_settings
+
+        llm, o = self.ctx.llm(), self.ctx.options
+        return {"llm": llm.name, "llm_sha256": llm.sha256, "atomic_facts": describe_settings(o.demo_shortcut, o.decomposer)}
+
+    def own_combiner(self):
+        """The combiner with the own-facts calibration when it was fitted for the facts this run
+        generates, else None (they get the paper calibration, and the summary says so)."""
+        if self.own_calibration is None or self.kind != "trained":
+            return None
+        if self._own_combiner is None:
+            from ..training.own_facts import same_facts
+
+            fits = same_facts(self.own_calibration["calibrated_for_facts"], self.run_fact_settings())
+            c = self.own_calibration
+            self._own_combiner = (self.trained.combiner.with_threshold(c["threshold"])
+                                  .with_adjustment(c["p_supported"], c["p_not_supported"]) if fits else False)
+        return self._own_combiner or None
 
     @property
     def applied(self):
         """The component whose verdicts and combiner are used."""
         return self.trained
 
-    def verify(self, topic, facts, evidence) -> list[Decision]:
-        verdicts = self.applied.verify(topic, facts, evidence)
+    def verify(self, topic, facts, evidence, generated: bool = False) -> list[Decision]:
+        own = self.own_combiner() if generated else None
+        verdicts = (self.trained.verify(topic, facts, evidence, own) if own is not None
+                    else self.applied.verify(topic, facts, evidence))
         return [Decision(f, bool(v.is_supported), self.kind, probability=v.probability,
                          passage_scores=tuple(v.passage_scores), features=v.features, evidence=tuple(ev))
                 for f, ev, v in zip(facts, evidence, verdicts)]
 
-    def response_shares(self, decisions) -> dict:
+    def response_shares(self, decisions, generated: bool = False) -> dict:
         if self.ctx.options.share != "adjusted":
             return {}
-        return response_shares(self.applied.combiner, [d.probability for d in decisions])
+        own = self.own_combiner() if generated else None
+        return response_shares(own if own is not None else self.applied.combiner, [d.probability for d in decisions])
 
     def share_rule(self) -> str:
         c = self.applied.combiner
@@ -203,8 +232,8 @@ class NpmChecked:
         self.kind, self.name, self.sha256 = inner.kind, inner.name, inner.sha256
         self.decisions_sha256 = inner.decisions_sha256
 
-    def verify(self, topic, facts, evidence) -> list[Decision]:
-        decisions = self.inner.verify(topic, facts, evidence)
+    def verify(self, topic, facts, evidence, generated: bool = False) -> list[Decision]:
+        decisions = self.inner.verify(topic, facts, evidence, generated)
         t0 = time.monotonic()
         out = []
         for d in decisions:
@@ -216,7 +245,7 @@ class NpmChecked:
             self.timings.npm += time.monotonic() - t0
         return out
 
-    def response_shares(self, decisions) -> dict:
+    def response_shares(self, decisions, generated: bool = False) -> dict:
         return {}  # NP changes decisions the combiner's estimate knows nothing of: count them
 
     def describe(self) -> dict:

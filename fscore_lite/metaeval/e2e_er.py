@@ -8,8 +8,11 @@ paired by bio.
 
 With ``--cv K`` (trained verifier) every bio is scored by the fold combiner that never saw
 its topic — fitted, as today, on the human facts and the paper's facts of the other folds'
-topics (calibration on the own facts of the training bios is not part of it: the summary
-says ``calibrated_on: paper facts``).
+topics (``calibrated_on: paper facts``) — and, beside it, by the same combiner with the
+own-facts calibration (:mod:`fscore_lite.training.own_calibration`) fitted on the other folds'
+bios only, their probabilities out of fold within those topics (nested: no held-out topic
+informs it). When the shipped own-facts file was made with the run's fact settings, the facts
+are read from it (every training bio's, so the nested fit sees all of them) instead of generated.
 
 Estimates per subject follow ``score``'s aggregate (:func:`fscore_lite.factscore.score.adjusted_aggregate`):
 the PACC correction applied once to the subject's mean, not to each bio; the per-bio mean
@@ -18,6 +21,7 @@ absolute error is of each bio's readable score (its facts' mean probability).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -67,7 +71,7 @@ def bio_scores(comb, probs: np.ndarray) -> dict:
 
 
 def subject_rows(bios: list[AnnotatedBio], human: list[float], own: list[dict], paper: list[dict],
-                 own_facts: list[list[str]]) -> list[dict]:
+                 own_facts: list[list[str]], own_calibrated: list[dict | None] | None = None) -> list[dict]:
     """Per subject: human, estimates (own and paper facts), ER, per-bio MAE, facts per response,
     degenerate shares, the paired own − paper difference with its interval over topics."""
     from ..stats import signed_error_ci
@@ -82,16 +86,25 @@ def subject_rows(bios: list[AnnotatedBio], human: list[float], own: list[dict], 
         row = {"subject": subject, "n_bios": len(idx),
                "n_no_own_facts": sum(1 for i, b in enumerate(bios) if b.subject == subject and own[i] is None),
                "human": 100 * float(np.mean(h))}
-        for kind, res in (("own", own), ("paper", paper)):
+        kinds = [("own", own, idx), ("paper", paper, idx)]
+        if own_calibrated is not None:
+            kinds.append(("own_calibrated", own_calibrated, [i for i in idx if own_calibrated[i] is not None]))
+        for kind, res, idx in kinds:
+            if not idx:
+                row[kind] = None
+                continue
+            topics, h = [bios[i].topic for i in idx], [human[i] for i in idx]
             raw = [res[i]["pacc"] for i in idx]
             est = 100 * min(1.0, max(0.0, float(np.mean(raw))))
-            row[kind] = {"estimated": est, "error_rate": abs(est - row["human"]),
+            row[kind] = {"estimated": est, "error_rate": abs(est - 100 * float(np.mean(h))), "n_bios": len(idx),
                          "signed_error_ci95": signed_error_ci(raw, h, topics),
                          "per_bio_mae": 100 * float(np.mean([abs(res[i]["readable"] - hh) for i, hh in zip(idx, h)])),
                          "per_bio_mae_pacc_clipped": 100 * float(np.mean([abs(res[i]["pacc_clipped"] - hh)
                                                                           for i, hh in zip(idx, h)])),
                          "estimated_by_decisions": 100 * float(np.mean([res[i]["decisions"] for i in idx])),
                          "mean_readable": 100 * float(np.mean([res[i]["readable"] for i in idx]))}
+        idx = kinds[0][2]
+        topics = [bios[i].topic for i in idx]
         own_lists = [own_facts[i] for i in idx]
         paper_lists = [bios[i].model_facts() for i in idx]
         row["facts_per_response"] = {"own": float(np.mean([len(f) for f in own_lists])),
@@ -107,10 +120,14 @@ def subject_rows(bios: list[AnnotatedBio], human: list[float], own: list[dict], 
 
 
 def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subjects=SUBJECTS,
-               decomposer: str = "default", progress: bool = True, llm=None) -> dict:
+               decomposer: str = "default", progress: bool = True, llm=None, own_facts_file=None) -> dict:
     """Held-out end-to-end ER: own facts of a fixed sample of bios per subject, each verified by
-    the trained verifier's fold combiner that never saw its topic; the paper's facts beside them."""
+    the trained verifier's fold combiner that never saw its topic (paper calibration, and the
+    own-facts calibration fitted on the other folds' bios); the paper's facts beside them.
+    ``own_facts_file``: the own-facts file to read facts from when its settings are the run's
+    (default: the shipped one, when present)."""
     from ..backends.llm import load_llm
+    from ..build_step import shipped_own_facts
     from ..cache import CallCache
     from ..factscore.atomic_facts import AtomicFactGenerator, describe_settings
     from ..factscore.combiner import Combiner
@@ -121,6 +138,7 @@ def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subject
     from .stack_er import fold_combiners, held_out_bios
     from ..training.combiner_cv import cross_validate
     from ..training.examples import Examples, Fact, featurise, load_examples, use_recorded_scores, worker_pool
+    from ..training.own_calibration import apply_calibration, nested_calibrations, own_rows_by_bio
 
     if folds < 2:
         raise FscoreError(f"--cv needs at least 2 folds, not {folds}")
@@ -133,9 +151,12 @@ def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subject
     chosen = held_out_bios(ex, limit, subjects)
     llm = llm if llm is not None else load_llm(settings, Bundle(settings.models_dir), cache)
     generator = AtomicFactGenerator(llm, decomposer=decomposer)
+    shipped, source = shipped_facts(ex, own_facts_file or shipped_own_facts(None), llm, generator)
     t_gen = time.monotonic()
     # first, so that the slow part is in the call cache even when the verifier is still missing
-    own_lists = generate_own_facts([ex.bios[i] for i in chosen], generator, progress)
+    todo = [i for i in chosen if i not in shipped]
+    made = dict(zip(todo, generate_own_facts([ex.bios[i] for i in todo], generator, progress)))
+    own_lists = [shipped[i] if i in shipped else made[i] for i in chosen]
     gen_s = time.monotonic() - t_gen
 
     store_path = ensure_store(files, settings, None)
@@ -146,7 +167,9 @@ def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subject
     store = open_store(store_path)
     pool = worker_pool(bundle, store, entry, cache, settings.threads, int(entry.extra.get("k", 5)),
                        int(entry.extra.get("window_tokens", 64)), int(entry.extra.get("ce_passages", 2)))
-    own_ex = Examples(ex.bios, [], [Fact(ex.bios[i].topic, f, i, None) for i, fs in zip(chosen, own_lists) for f in fs],
+    # the own facts of every bio known: the chosen ones and, from the shipped file, the other training bios'
+    known = {**shipped, **dict(zip(chosen, own_lists))}
+    own_ex = Examples(ex.bios, [], [Fact(ex.bios[i].topic, f, i, None) for i in sorted(known) for f in known[i]],
                       ex.human_share)
     featurise(ex, *pool[0], None, more=pool[1:])
     featurise(own_ex, *pool[0], None, more=pool[1:])
@@ -157,33 +180,61 @@ def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subject
     adjust = Combiner.from_json(entry.extra["combiner"]).adjusts
     oof = cross_validate(ex, names, folds, l2, adjust=adjust)
     by_fold = fold_combiners(oof)
+    own_rows = own_rows_by_bio(own_ex)
+    nested = nested_calibrations(ex, oof.folds, own_rows, names, l2, adjust)
 
-    own_rows: dict[int, list[dict]] = {}
-    for f, row in zip(own_ex.model, own_ex.features["model"]):
-        own_rows.setdefault(f.bio, []).append(row)
     paper_rows: dict[int, list[dict]] = {}
     for f, row in zip(ex.model, ex.features["model"]):
         paper_rows.setdefault(f.bio, []).append(row)
     bios = [ex.bios[i] for i in chosen]
-    own, paper = [], []
+    own, paper, own_cal = [], [], []
     for i in chosen:
-        comb = by_fold[oof.folds[ex.bios[i].topic]]
+        fold = oof.folds[ex.bios[i].topic]
+        comb = by_fold[fold]
         rows = own_rows.get(i)
-        own.append(bio_scores(comb, comb.probability(comb.matrix(rows))) if rows else None)
+        probs = comb.probability(comb.matrix(rows)) if rows else None
+        own.append(bio_scores(comb, probs) if rows else None)
+        own_cal.append(bio_scores(apply_calibration(comb, nested[fold]), probs) if rows and nested[fold] else None)
         paper.append(bio_scores(comb, comb.probability(comb.matrix(paper_rows[i]))))
-    table = subject_rows(bios, [ex.human_share[i] for i in chosen], own, paper, own_lists)
+    table = subject_rows(bios, [ex.human_share[i] for i in chosen], own, paper, own_lists, own_cal)
     return {"folds": folds, "facts": "generated", "decomposer": decomposer,
             "atomic_facts": describe_settings(False, decomposer), "llm": llm.name, "llm_sha256": llm.sha256,
             "verifier": entry.name, "verifier_sha256": entry.sha256, "calibrated_on": "paper facts",
+            "facts_source": source,
+            "own_calibration": {str(k): None if c is None else {
+                **{key: c[key] for key in ("threshold", "p_supported", "p_not_supported", "alpha", "beta", "n_bios",
+                                           "n_facts")}, **({"note": c["note"]} if c.get("note") else {}),
+                "fit_topics": sorted({ex.bios[i].topic for i in c["bios"]})} for k, c in nested.items()},
             "limit": limit, "topics": len(ex.topics), "bios": len(chosen), "threads": settings.threads,
             "subjects": table,
             "ranking_preserved": {k: ranking_preserved({r["subject"]: r[k]["estimated"] for r in table})
-                                  for k in ("own", "paper")},
+                                  for k in ("own", "paper")}
+                                 | ({"own_calibrated": ranking_preserved({r["subject"]: r["own_calibrated"]["estimated"]
+                                                                          for r in table})}
+                                    if table and all(r.get("own_calibrated") for r in table) else {}),
             "per_bio": [{"subject": b.subject, "topic": b.topic, "line": b.line, "human": 100 * ex.human_share[i],
-                         "own_facts": fs, "own": o, "paper": p}
-                        for i, b, fs, o, p in zip(chosen, bios, own_lists, own, paper)],
+                         "fold": oof.folds[b.topic], "own_facts": fs, "own": o, "own_calibrated": oc, "paper": p}
+                        for i, b, fs, o, oc, p in zip(chosen, bios, own_lists, own, own_cal, paper)],
             "generation_s": round(gen_s, 1), "llm_calls": llm.stats.__dict__,
             "total_s": round(time.monotonic() - t0, 1)}
+
+
+def shipped_facts(ex, path, llm, generator) -> tuple[dict[int, list[str]], str]:
+    """Bio index → its facts from the own-facts file at ``path`` when that file was made with this run's
+    fact settings (the LLM's sha256 and the atomic-fact settings), else {}; and where the facts came from."""
+    from ..training.own_facts import read_own_facts, same_facts
+
+    if path is None:
+        return {}, "generated by this run (no own-facts file)"
+    path = Path(path)
+    own = read_own_facts(path)
+    run = {"llm_sha256": llm.sha256, "atomic_facts": generator.describe()}
+    if not same_facts(own.settings(), run):
+        return {}, f"generated by this run ({path.name} was made with other fact settings)"
+    found = {i: own.facts_of(b) for i, b in enumerate(ex.bios)}
+    found = {i: f for i, f in found.items() if f is not None}
+    return found, (f"read from {path.name} ({own.sha256[:12]}, made with these fact settings) for {len(found)} bios; "
+                   "the others generated")
 
 
 def _ci(ci) -> str:
@@ -201,13 +252,24 @@ def format_e2e_report(report: dict) -> str:
              "MAE = per-bio mean |readable score (mean probability) − human|",
              f"{'subject':<13}{'bios':>5}{'human':>7} | {'own':>6}{'ER':>6}{'MAE':>6} | {'paper':>6}{'ER':>6}{'MAE':>6} | "
              f"{'facts own/paper/human':>22} | {'degen own/paper':>16}"]
+    calibrated = "own_calibration" in report
+    if calibrated:
+        lines[-1] += f" | {'own, own-facts calibration':>26}"
+        lines.insert(-1, "own-facts calibration: each fold's threshold and share means fitted on the other folds' bios "
+                         "only (their probabilities out of fold within those topics); its MAE is of the per-bio share "
+                         f"clipped to [0, 1]; facts {report.get('facts_source', 'generated by this run')}")
     for r in report["subjects"]:
         o, p, n = r["own"], r["paper"], r["facts_per_response"]
         dg = lambda x: f"{100 * x:.1f}%" if x is not None else "-"  # noqa: E731
-        lines.append(f"{r['subject']:<13}{r['n_bios']:>5}{r['human']:>7.1f} | {o['estimated']:>6.1f}{o['error_rate']:>6.1f}"
-                     f"{o['per_bio_mae']:>6.1f} | {p['estimated']:>6.1f}{p['error_rate']:>6.1f}{p['per_bio_mae']:>6.1f} | "
-                     f"{n['own']:>8.1f}/{n['paper']:.1f}/{n['human']:.1f}{'':>4} | "
-                     f"{dg(r['degenerate_share']):>7}/{dg(r['paper_degenerate_share'])}")
+        line = (f"{r['subject']:<13}{r['n_bios']:>5}{r['human']:>7.1f} | {o['estimated']:>6.1f}{o['error_rate']:>6.1f}"
+                f"{o['per_bio_mae']:>6.1f} | {p['estimated']:>6.1f}{p['error_rate']:>6.1f}{p['per_bio_mae']:>6.1f} | "
+                f"{n['own']:>8.1f}/{n['paper']:.1f}/{n['human']:.1f}{'':>4} | "
+                f"{dg(r['degenerate_share']):>7}/{dg(r['paper_degenerate_share'])}")
+        if calibrated:
+            c = r.get("own_calibrated")
+            line += (f" | {c['estimated']:>8.1f}{c['error_rate']:>6.1f}{c['per_bio_mae_pacc_clipped']:>6.1f} "
+                     f"({c['n_bios']} bios)" if c else f" | {'-':>8} (no fold fitted)")
+        lines.append(line)
     lines.append("own − human, 95% interval over resampled topics: " + " · ".join(
         f"{r['subject']} {r['own']['estimated'] - r['human']:+.1f} {_ci(r['own']['signed_error_ci95'])}"
         for r in report["subjects"]))
@@ -221,7 +283,8 @@ def format_e2e_report(report: dict) -> str:
     if skipped:
         lines.append(f"{skipped} bios got no own facts (status no_facts in score) and are left out of both columns")
     rp = report["ranking_preserved"]
-    lines.append(f"ranking InstructGPT < ChatGPT < PerplexityAI preserved: own {rp['own']}, paper {rp['paper']}")
+    lines.append(f"ranking InstructGPT < ChatGPT < PerplexityAI preserved: own {rp['own']}, paper {rp['paper']}"
+                 + (f", own with the own-facts calibration {rp['own_calibrated']}" if "own_calibrated" in rp else ""))
     lines.append(f"fact generation {report['generation_s']:.0f} s at {report['threads']} thread(s); total "
                  f"{report['total_s']:.0f} s")
     return "\n".join(lines)

@@ -41,6 +41,7 @@ from fscore_lite.manifest import Bundle, ModelEntry, stamp_decisions
 
 from . import fact_stage
 from .fact_stage import FactStageConfig, stage1_checkpoint
+from .own_facts import fit_own_calibration, shipped_own_facts
 from .snli import SnliConfig
 from .sources import input_hashes, minilm_checkpoint, shipped_data, snli_files
 from .torch_train import save_checkpoint
@@ -146,11 +147,15 @@ def _installed_nli(bundle: Bundle, name: str, stage1: dict):
 
 
 def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None = None, data: str | Path | None = None,
-                   log=print, snli: dict[str, Path] | None = None, checkpoint: Path | None = None) -> dict:
+                   log=print, snli: dict[str, Path] | None = None, checkpoint: Path | None = None,
+                   own_facts: Path | bool | None = None) -> dict:
     """Build both entries into ``bundle_dir``; return the training report (also in the manifest).
 
     ``snli`` ({"train", "test"} JSONL paths) and ``checkpoint`` (a BERT checkpoint folder)
-    replace the registry inputs — for tests, which train a tiny model on a few pairs."""
+    replace the registry inputs — for tests, which train a tiny model on a few pairs.
+    ``own_facts``: the own-facts file the calibration on the facts the default decomposer makes
+    is fitted on (:mod:`.own_facts`); None: the shipped one with the shipped data, when present;
+    False: none."""
     from fscore_lite.cache import CallCache
     from fscore_lite.factscore.page_features import FEATURES
     from fscore_lite.factscore.trained import CE_FEATURES, POSITION_FEATURES
@@ -237,6 +242,19 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     # the final combiner; its PACC means from the out-of-fold probabilities of every human fact
     comb = fit_combiner(ex, names, set(ex.topics), cfg.l2).with_adjustment(*pacc_means(ex, oof.human_prob))
     timings["combiner_s"] = time.monotonic() - t
+
+    # 4b. the threshold and share means for the facts the default decomposer makes, when they are shipped
+    own_path = shipped_own_facts(data) if own_facts is None else (Path(own_facts) if own_facts else None)
+    own_cal = None
+    if own_path is not None and cfg.fact_stage is not None:
+        log(f"{own_path.name}: not fitted with --fact-stage (the build records no out-of-fold cross-encoder "
+            "score for the own facts); generated facts get the paper calibration")
+    elif own_path is not None:
+        t = time.monotonic()
+        own_cal = fit_own_calibration(ex, oof, names, pool, own_path, log)
+        timings["own_facts_s"] = time.monotonic() - t
+    else:
+        log("no own-facts file: calibrated on the paper's facts only (make one with `fscore-lite models own-facts`)")
     for row, lex in zip(cv, lexical):
         log(f"cv {row['subject']:<13} human {row['human']:.1f} est {row['estimated']:.1f} ER {row['error_rate']:.1f} "
             f"F1(NS) {100 * (row['f1_ns'] or 0):.1f} (by decisions ER {row['error_rate_by_decisions']:.1f}) | lexical ER {lex['error_rate']:.1f} F1 {100 * (lex['f1_ns'] or 0):.1f}")
@@ -259,6 +277,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         "cv_folds": cfg.folds,
         "cv": cv,
         "cv_lexical": lexical,
+        "own_facts_sha256": own_cal["calibrated_for_facts"]["facts_file_sha256"] if own_cal else None,
         "store_sha256": store.sha256,
         "embed_sha256": pool[0][0].embedder.sha256,
         "timings": {k: round(v, 1) for k, v in timings.items()},
@@ -270,7 +289,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
                + (", cross-encoder continued on their facts)" if fact_report else ")"),
         extra=stamp_decisions({**ce_entry.extra, "combiner": comb.to_json(), "window_tokens": cfg.window_tokens,
                                "ce_passages": cfg.ce_passages, "k": cfg.k, "nli_model": cfg.nli_name,
-                               "training": report}),
+                               **({"own_facts_calibration": own_cal} if own_cal else {}), "training": report}),
     )
     bundle = Bundle(bundle_dir)
     nli = bundle.get(cfg.nli_name)

@@ -1,0 +1,132 @@
+"""The default decomposer's own facts of the development bios: the shipped file and its check.
+
+``models/data/own-facts-dev.jsonl.gz`` (made by ``fscore-lite models own-facts``) holds a header
+record with the settings that made the facts — the LLM's name and sha256, the atomic-fact
+settings (:func:`fscore_lite.factscore.atomic_facts.describe_settings`), the thread count — and
+one record per annotated bio ``{subject, topic, line, output_sha256, facts}``, sorted by subject
+and line. The gzip stream is deterministic (no name, mtime 0), so the same facts give the same
+bytes. Its sha256 is recorded in a small JSON beside it (``own-facts-dev.sha256.json``) and
+checked whenever the file is read: a mismatch is an error naming the file.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import FscoreError, InputError
+
+FILE_NAME = "own-facts-dev.jsonl.gz"
+SIDECAR_NAME = "own-facts-dev.sha256.json"
+HEADER_KIND = "own-facts header"
+# the atomic-fact settings that change facts: compared with a run's to decide whether the calibration applies
+FACT_KEYS = ("llm_sha256", "atomic_facts")
+
+
+@dataclass(frozen=True)
+class OwnFacts:
+    path: Path
+    sha256: str
+    header: dict
+    records: dict[tuple[str, str], dict]  # (subject, topic) → {subject, topic, line, output_sha256, facts}
+
+    def settings(self) -> dict:
+        """What made these facts: {llm, llm_sha256, atomic_facts, threads}."""
+        return {k: self.header[k] for k in ("llm", "llm_sha256", "atomic_facts", "threads")}
+
+    def facts_of(self, bio) -> list[str] | None:
+        """The facts of an :class:`~fscore_lite.training.labeled.AnnotatedBio` (None: not in the file).
+        A bio whose text differs from the one the facts were made from is an error naming the file."""
+        rec = self.records.get((bio.subject, bio.topic))
+        if rec is None:
+            return None
+        if rec["output_sha256"] != text_sha256(bio.output):
+            raise FscoreError(f"{self.path}: the facts of {bio.subject} '{bio.topic}' were made from another "
+                              "text than the annotated bio's output; regenerate with `fscore-lite models own-facts`")
+        return list(rec["facts"])
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sidecar_for(path: Path) -> Path:
+    path = Path(path)
+    return path.with_name(SIDECAR_NAME if path.name == FILE_NAME else path.name.split(".")[0] + ".sha256.json")
+
+
+def fact_settings(llm_name: str, llm_sha256: str, atomic_facts: dict, threads: int) -> dict:
+    return {"llm": llm_name, "llm_sha256": llm_sha256, "atomic_facts": atomic_facts, "threads": int(threads)}
+
+
+def same_facts(a: dict, b: dict) -> bool:
+    """Do two fact settings make the same facts (the LLM's sha256 and every atomic-fact setting)?"""
+    return all(a.get(k) == b.get(k) for k in FACT_KEYS)
+
+
+def write_own_facts(path: Path, settings: dict, bios: list, facts: list[list[str]], extra: dict | None = None) -> str:
+    """Write the file and its sidecar; return the file's sha256. ``bios``: AnnotatedBio, ``facts``: theirs."""
+    from ..runfiles import atomic_write_text
+
+    path = Path(path)
+    records = sorted(({"subject": b.subject, "topic": b.topic, "line": b.line, "output_sha256": text_sha256(b.output),
+                       "facts": list(fs)} for b, fs in zip(bios, facts)), key=lambda r: (r["subject"], r["line"]))
+    header = {"kind": HEADER_KIND, **settings, **(extra or {}), "n_bios": len(records)}
+    text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in [header, *records])
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, compresslevel=9, mtime=0) as gz:
+        gz.write(text.encode("utf-8"))
+    data = buf.getvalue()
+    sha = hashlib.sha256(data).hexdigest()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    atomic_write_text(sidecar_for(path), json.dumps({"file": path.name, "sha256": sha, **settings,
+                                                     "n_bios": len(records)}, indent=1, sort_keys=True) + "\n")
+    return sha
+
+
+def read_own_facts(path: Path) -> OwnFacts:
+    """Read and check the file against the sha256 recorded beside it (errors name the file)."""
+    path = Path(path)
+    side = sidecar_for(path)
+    if not path.is_file():
+        raise FscoreError(f"{path} not found: make it with `fscore-lite models own-facts`")
+    if not side.is_file():
+        raise FscoreError(f"{side} not found: the sha256 of {path} is recorded there (regenerate both with "
+                          "`fscore-lite models own-facts`)")
+    try:
+        recorded = json.loads(side.read_text(encoding="utf-8"))["sha256"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise FscoreError(f"{side}: not a sha256 record ({e!r})") from None
+    data = path.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    if sha != recorded:
+        raise FscoreError(f"{path}: sha256 {sha[:12]}… does not match the {recorded[:12]}… recorded in {side.name}; "
+                          "the file changed: regenerate it with `fscore-lite models own-facts`")
+    lines = gzip.decompress(data).decode("utf-8").splitlines()
+    header, records = None, {}
+    for n, line in enumerate(lines, 1):
+        try:
+            rec = json.loads(line)
+            if n == 1:
+                if rec.get("kind") != HEADER_KIND:
+                    raise KeyError("kind")
+                header = rec
+                for k in ("llm", "llm_sha256", "atomic_facts", "threads"):
+                    header[k]  # noqa: B018 - presence check
+                continue
+            key = (str(rec["subject"]), str(rec["topic"]))
+            if not isinstance(rec["facts"], list) or not all(isinstance(f, str) for f in rec["facts"]):
+                raise TypeError("facts must be a list of strings")
+            rec["output_sha256"]  # noqa: B018
+        except (ValueError, KeyError, TypeError) as e:
+            raise InputError(path, n, f"not an own-facts record ({e!r})") from None
+        records[key] = rec
+    if header is None:
+        raise InputError(path, 1, "no header record")
+    return OwnFacts(path, sha, header, records)
