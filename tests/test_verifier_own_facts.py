@@ -281,3 +281,24 @@ def test_meta_eval_nested_own_calibration_never_sees_the_held_out_fold(own_build
     text = format_e2e_report(rep)
     assert "own-facts calibration" in text and "fitted on the other folds' bios only" in text
     assert json.loads(json.dumps(rep)) == rep
+
+
+def test_make_own_facts_writes_a_fixed_sample_with_its_settings_and_the_same_bytes_twice(tiny_inputs, tmp_path):  # noqa: F811
+    from fscore_lite.settings import Settings
+    from fscore_lite_models.verifier.own_facts import make_own_facts
+
+    settings = Settings(home=tmp_path / "home", threads=1, use_cache=False)
+    out = tmp_path / "own-facts-dev.jsonl.gz"
+    made = make_own_facts(settings, out=out, data=tiny_inputs["data"], limit=1, log=lambda m: None, progress=False,
+                          llm=FactsLLM())
+    first = out.read_bytes()
+    own = read_own_facts(out)
+    assert own.sha256 == made["sha256"] and made["n_bios"] == len(own.records) == 3  # one bio per subject
+    assert own.settings() == fact_settings("scripted", FactsLLM.sha256, describe_settings(False, "default"), 1)
+    assert own.header["limit"] == 1 and {s for s, _ in own.records} == {"InstructGPT", "ChatGPT", "PerplexityAI"}
+    assert all(set(r["facts"]) <= {"Ann Lee is a painter."} for r in own.records.values())
+    again = make_own_facts(settings, out=out, data=tiny_inputs["data"], limit=1, log=lambda m: None, progress=False,
+                           llm=FactsLLM())
+    assert out.read_bytes() == first and again["sha256"] == made["sha256"]
+    with pytest.raises(FscoreError, match="unknown subject"):
+        make_own_facts(settings, out=out, data=tiny_inputs["data"], subjects=("Llama",), llm=FactsLLM())

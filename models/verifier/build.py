@@ -15,6 +15,9 @@
    share of supported facts match the human FActScore of the training bios (per-fact decisions),
    and the PACC means (the mean out-of-fold probability of supported and of unsupported human
    facts) that turn a response's probabilities into its estimated share of supported facts.
+   *When the own-facts file is present* (``models/data/own-facts-dev.jsonl.gz``, :mod:`.own_facts`):
+   a second threshold and pair of share means fitted on the default decomposer's facts of the
+   training bios (out of fold) against their human FActScores, for the facts ``score`` generates.
 5. **Manifest**: the ``verifier`` entry shares the NLI entry's graph files (with the fact stage:
    its own graphs and the out-of-fold scores) and records the combiner (every coefficient,
    scaling and the threshold), the settings, the sha256 of every training input and the metrics.
