@@ -148,10 +148,20 @@ class FactScorer:
         if not self.verifier.name:
             return None
         generated = self.timings.facts_generated
-        run = (self.verifier.inner if hasattr(self.verifier, "inner") else self.verifier)
-        settings = run.run_fact_settings() if generated and self.llm_loaded and hasattr(run, "run_fact_settings") else None
+        run = self.verifier.inner if hasattr(self.verifier, "inner") else self.verifier
         return calibration_note(self.bundle.get(self.verifier.name).extra, generated, self.options.decomposer,
-                                settings, own_usable=run.kind == "trained")
+                                self.run_fact_settings() if generated else None, own_usable=run.kind == "trained")
+
+    def run_fact_settings(self) -> dict | None:
+        """What makes this run's generated facts (the LLM as loaded, else its bundle entry; None: unknown)."""
+        o = self.options
+        if self.llm_loaded:
+            name, sha = self._llm.name, self._llm.sha256
+        elif self.settings.llm in self.bundle.entries:
+            name, sha = self.settings.llm, self.bundle.get(self.settings.llm).sha256
+        else:
+            return None
+        return {"llm": name, "llm_sha256": sha, "atomic_facts": atomic_fact_settings(o.demo_shortcut, o.decomposer)}
 
     def score_item(self, item: Item, progress: Progress | None = None) -> dict:
         """One item's output record; ``progress`` counts its facts as they are generated and verified."""

@@ -28,19 +28,9 @@ import numpy as np
 from ..errors import FscoreError
 from ..factscore.fact_filters import degenerate_counts
 from ..training.labeled import SUBJECTS, AnnotatedBio
+from ..training.own_facts import generate_own_facts  # noqa: F401  (re-exported)
 
 
-def generate_own_facts(bios: list[AnnotatedBio], generator, progress: bool = True) -> list[list[str]]:
-    """Each bio's facts from ``score``'s generator (cached LLM calls: a rerun costs no decoding)."""
-    from ..progress import Progress
-
-    bar = Progress(len(bios), "own facts", enabled=progress)
-    out = []
-    for b in bios:
-        out.append([f for s in generator.run(b.output) for f in s.facts])
-        bar.advance(note=b.topic[:30])
-    bar.close()
-    return out
 
 
 def human_fact_count(bio: AnnotatedBio) -> int:
@@ -301,6 +291,16 @@ def record_scores(rec: dict) -> dict | None:
     return {"readable": readable, "decisions": decided, "pacc": pacc, "pacc_clipped": min(1.0, max(0.0, pacc))}
 
 
+def own_calibration_applied(scorer) -> str:
+    """Which calibration ``score`` applies to the facts it generates with this scorer's settings."""
+    from ..factscore.score import calibration_note
+
+    note = calibration_note(scorer.bundle.get(scorer.verifier.name).extra, 1, scorer.options.decomposer,
+                            scorer.run_fact_settings(), own_usable=scorer.verifier.kind == "trained")
+    return ("own facts (the own-facts calibration fitted for these fact settings)"
+            if "own_facts" in note and note["fitted_for_these_facts"] else "paper facts")
+
+
 def run_e2e(data, settings, subjects=None, limit=None, store=None, out="out/meta-eval", verifier: str = "trained",
             decomposer: str = "default", mode: str = "parity", chat_template: bool = False,
             context_budget: int = 2048, progress: bool = True, llm=None) -> dict:
@@ -356,7 +356,7 @@ def run_e2e(data, settings, subjects=None, limit=None, store=None, out="out/meta
     return {"folds": None, "facts": "generated", "decomposer": decomposer, "note": note,
             "atomic_facts": scorer.describe()["settings"]["atomic_facts"], "llm": llm.name, "llm_sha256": llm.sha256,
             "verifier": scorer.verifier.name if scorer.verifier.name is not None else f"llm judge ({mode})",
-            "calibrated_on": "paper facts" if scorer.verifier.name is not None else "nothing (LM judge)",
+            "calibrated_on": own_calibration_applied(scorer) if scorer.verifier.name is not None else "nothing (LM judge)",
             "limit": limit, "topics": len({b.topic for b in bios}), "bios": len(bios), "threads": settings.threads,
             "subjects": table,
             "ranking_preserved": {k: ranking_preserved({r["subject"]: r[k]["estimated"] for r in table})

@@ -9,7 +9,6 @@ when ≥ 80% of its content words occur in the page — is printed beside it on 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from ..io import atomic_write_text
 from ..settings import Settings
 from ..stats import f1_not_supported, f1_ns_ci, signed_error_ci
 from ..training.labeled import SUBJECTS, AnnotatedBio, human_fact_labels, load_subject, wiki_pages
+from ..training.labeled import fixed_sample as sample  # noqa: F401  (re-exported: meta-eval's fixed sample)
 
 RANKING = ("InstructGPT", "ChatGPT", "PerplexityAI")  # the paper's order, worst to best
 
@@ -33,12 +33,6 @@ def ranking_preserved(estimates: dict[str, float]) -> bool | None:
     return order == present if len(present) > 1 else None
 
 
-def sample(bios: list[AnnotatedBio], limit: int | None) -> list[AnnotatedBio]:
-    """A fixed sample: bios ordered by a stable hash of their topic, first ``limit``."""
-    if not limit:
-        return bios
-    key = lambda b: hashlib.sha256(b.topic.encode()).hexdigest()  # noqa: E731
-    return sorted(sorted(bios, key=key)[:limit], key=lambda b: b.line)
 
 
 _WORD = re.compile(r"[A-Za-z0-9]+")

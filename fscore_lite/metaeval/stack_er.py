@@ -26,21 +26,12 @@ import numpy as np
 from ..errors import FscoreError
 from ..training.combiner_cv import CvResult, bio_estimate, bio_probabilities, cross_validate
 from ..training.examples import Examples
+from ..training.examples import held_out_bios  # noqa: F401  (re-exported)
 from ..training.labeled import SUBJECTS
 from ..training.stack import (StackRows, cross_validate_stack, fit_stack_adjusted, fold_combiners, human_sample_margins,
                               human_stack_rows, llm_prompt_settings, subject_table)
 
 
-def held_out_bios(ex: Examples, limit: int | None, subjects=SUBJECTS) -> list[int]:
-    """Indices of the bios evaluated: all, or the fixed sample of ``limit`` per subject."""
-    from .factscore_er import sample
-
-    chosen = []
-    for s in subjects:
-        bios = [b for b in ex.bios if b.subject == s]
-        keep = {id(b) for b in sample(bios, limit)}
-        chosen += [i for i, b in enumerate(ex.bios) if id(b) in keep]
-    return chosen
 
 
 def stacked_bio_estimates(ex: Examples, oof: CvResult, rows: StackRows, bios: list[int], margin_of,

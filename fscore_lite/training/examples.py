@@ -165,3 +165,15 @@ def worker_pool(bundle, store, entry, cache, workers: int, k: int, window_tokens
                           sha256=files["sha256"], threads=1, cache=cache, max_length=window_tokens)
         pool.append((Retriever(store, embedder, k, False, cache), TrainedVerifier(ce, None, store, window_tokens, passages)))
     return pool
+
+
+def held_out_bios(ex: Examples, limit: int | None, subjects=SUBJECTS) -> list[int]:
+    """Indices of the bios evaluated: all, or the fixed sample of ``limit`` per subject."""
+    from .labeled import fixed_sample
+
+    chosen = []
+    for s in subjects:
+        bios = [b for b in ex.bios if b.subject == s]
+        keep = {id(b) for b in fixed_sample(bios, limit)}
+        chosen += [i for i, b in enumerate(ex.bios) if id(b) in keep]
+    return chosen

@@ -3,6 +3,7 @@ wiki pages of their topics (``wiki-*/pages.jsonl``): what training and meta-eval
 from, and what the report sets beside a run as the human one."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,3 +98,11 @@ def wiki_pages(data: str | Path) -> tuple[dict[str, str], list[Path]]:
             key = "topic" if rec.data.get("topic") else "title"
             pages.setdefault(require_text(f, rec, key), require_text(f, rec, "text", allow_empty=True))
     return pages, files
+
+
+def fixed_sample(bios: list[AnnotatedBio], limit: int | None) -> list[AnnotatedBio]:
+    """A fixed sample: bios ordered by a stable hash of their topic, first ``limit`` (meta-eval's ``--limit``)."""
+    if not limit:
+        return bios
+    key = lambda b: hashlib.sha256(b.topic.encode()).hexdigest()  # noqa: E731
+    return sorted(sorted(bios, key=key)[:limit], key=lambda b: b.line)

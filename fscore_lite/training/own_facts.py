@@ -49,6 +49,19 @@ class OwnFacts:
         return list(rec["facts"])
 
 
+def generate_own_facts(bios: list, generator, progress: bool = True) -> list[list[str]]:
+    """Each bio's facts from ``score``'s generator (cached LLM calls: a rerun costs no decoding)."""
+    from ..progress import Progress
+
+    bar = Progress(len(bios), "own facts", enabled=progress)
+    out = []
+    for b in bios:
+        out.append([f for s in generator.run(b.output) for f in s.facts])
+        bar.advance(note=b.topic[:30])
+    bar.close()
+    return out
+
+
 def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -37,11 +37,9 @@ def make_own_facts(settings, out: Path | None = None, data: Path | None = None, 
     from fscore_lite.errors import FscoreError
     from fscore_lite.factscore.atomic_facts import AtomicFactGenerator
     from fscore_lite.manifest import Bundle
-    from fscore_lite.metaeval.e2e_er import generate_own_facts
-    from fscore_lite.metaeval.stack_er import held_out_bios
-    from fscore_lite.training.examples import load_examples
+    from fscore_lite.training.examples import held_out_bios, load_examples
     from fscore_lite.training.labeled import wiki_pages
-    from fscore_lite.training.own_facts import fact_settings, write_own_facts
+    from fscore_lite.training.own_facts import fact_settings, generate_own_facts, write_own_facts
 
     unknown = [s for s in subjects if s not in SUBJECTS]
     if unknown:
