@@ -75,6 +75,8 @@ def fit_own_calibration(ex, oof, names, pool, path: Path, log=print) -> dict:
     for i, b in enumerate(ex.bios):
         facts += [Fact(b.topic, f, i, None) for f in own.facts_of(b) or ()]
     own_ex = Examples(ex.bios, [], facts, ex.human_share)
+    found = len({f.bio for f in facts})
+    log(f"{path.name}: facts of {found} of the {len(ex.bios)} training bios ({len(own.records)} bios in the file)")
     t = time.monotonic()
     featurise(own_ex, *pool[0], None, more=pool[1:])
     try:
