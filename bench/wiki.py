@@ -36,15 +36,17 @@ def _loadavg() -> float:
         return float(f.read().split()[0])
 
 
-def dedicated_seconds(cpu: dict, workers: int) -> float:
-    """Wall seconds of a build on 2 cores of its own, from its CPU seconds (load-independent):
-    the main process's loop (reading, writing SQLite) overlaps the chunking workers, so that part
-    takes the larger of the loop alone and the two shared over 2 cores; the full-text indexing
-    and compaction at the end (``finish``) run on one thread with nothing beside them."""
+def dedicated_seconds(cpu: dict, workers: int, cores: int = 2) -> float:
+    """Wall seconds of a build on ``cores`` cores of its own, from its CPU seconds (load-independent).
+
+    The main process's loop (reading, writing SQLite) overlaps the chunking workers, so that part
+    takes the longest of: the loop alone, the workers' share each (``workers`` processes), and
+    all of it spread over the cores; the full-text indexing and compaction at the end
+    (``finish``) then run on one thread with nothing beside them."""
     loop = cpu["main"] - cpu["finish"]
     if workers == 0:
         return cpu["main"]
-    return max(loop, (loop + cpu["workers"]) / 2) + cpu["finish"]
+    return max(loop, cpu["workers"] / workers, (loop + cpu["workers"]) / cores) + cpu["finish"]
 
 
 def _build(src: Path, out: Path, workers: int) -> dict:
@@ -153,8 +155,9 @@ knowledge DB (passages kept) and, for its first {r['dump_pages']:,} pages, as a 
 on cores shared with other jobs, so the wall figures move with the load average (`/proc/loadavg`, 1 min, before
 and after). The CPU seconds (user + system, `getrusage` in `kb build`: the main process, of it the serial
 full-text indexing and compaction at the end, and the chunking workers) do not; "2 own cores" turns them into
-the wall time on 2 dedicated cores: the main process's loop overlaps the workers (the larger of the loop and
-half of loop + workers), then the indexing runs alone (`bench/wiki.py: dedicated_seconds`). "6.5M pages"
+the wall time on 2 dedicated cores: the main process's loop overlaps the workers (the longest of the loop, a
+worker's share, and loop + workers over 2 cores), then the indexing runs alone (`bench/wiki.py:
+dedicated_seconds`). "6.5M pages"
 extrapolates linearly to enwiki-20230401.
 
 {table}
