@@ -66,6 +66,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--e2e-llm", default="1.5b", help="decomposer section: the LLM (0.5b, 1.5b, a bundle name "
                                                      "or a .gguf path); default 1.5b, the default bundle's")
     p.add_argument("--prompts", type=int, default=10, help="verification prompts for llm_runtime")
+    p.add_argument("--ray-bios", type=int, default=12, help="ray_scaling: bios scored locally and with 1 and 2 actors")
     args = p.parse_args(argv)
     args.threads = sorted({int(t) for t in args.threads.split(",") if t.strip()})
     args.llm_models = [m.strip() for m in args.llm_models.split(",") if m.strip()]

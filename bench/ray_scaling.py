@@ -110,7 +110,7 @@ def run(args) -> tuple[str, dict]:
 
     data = Path(args.data)
     quick = bool(getattr(args, "quick", False))
-    n_bios, n_pages = (3, 3) if quick else (12, 12)
+    n_bios, n_pages = (3, 3) if quick else (getattr(args, "ray_bios", 12), 12)
     cpus = len(usable_cores())
     t = time.perf_counter()
     connect("local", num_cpus=cpus)

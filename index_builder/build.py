@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import resource
 import sys
 import time
 from dataclasses import dataclass
@@ -51,6 +52,13 @@ class BuildStats:
     path: str = ""
     up_to_date: bool = False  # the existing store already matched; nothing was built
     vectors: str = ""  # "all" (--embed) or "lazy" (embedded at first retrieval)
+    # CPU seconds (user + system) of this process, of it while indexing and compacting (the
+    # serial tail of a build), and of the chunking workers: what a build costs on any machine,
+    # however busy this one was (wall seconds depend on the other jobs sharing the cores)
+    cpu_main_seconds: float = 0.0
+    cpu_finish_seconds: float = 0.0
+    cpu_workers_seconds: float = 0.0
+    finish_seconds: float = 0.0
 
     @property
     def passages_per_second(self) -> float:
@@ -69,7 +77,15 @@ class BuildStats:
             "passages_per_second": round(self.passages_per_second, 2),
             "up_to_date": self.up_to_date,
             "vectors": self.vectors,
+            "finish_seconds": round(self.finish_seconds, 2),
+            "cpu_seconds": {"main": round(self.cpu_main_seconds, 2), "finish": round(self.cpu_finish_seconds, 2),
+                            "workers": round(self.cpu_workers_seconds, 2)},
         }
+
+
+def _cpu(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 class _Progress:
@@ -172,6 +188,7 @@ def build_store(
 
     stats = BuildStats(path=str(output), vectors="all" if embed else "lazy")
     t0 = time.monotonic()
+    cpu0, cpu0_children = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
     writer = StoreWriter(output, embedder.dim, overwrite=overwrite or resume, threads=1, hnsw=hnsw,
                          vectors=embed, resume=resume)
     state = writer.checkpoint_state
@@ -256,7 +273,9 @@ def build_store(
             "fts_tokenizer": "unicode61 remove_diacritics 2",
             "builder": f"fscore-lite {fscore_lite.__version__}",
         }
+        f0, fcpu0 = time.monotonic(), _cpu(resource.RUSAGE_SELF)
         manifest = writer.finish(meta)
+        stats.finish_seconds, stats.cpu_finish_seconds = time.monotonic() - f0, _cpu(resource.RUSAGE_SELF) - fcpu0
     except (KeyboardInterrupt, SystemExit):
         writer.abort(keep=True)  # what was committed stays for --resume
         prog.note(f"kb build: interrupted; the same command with --resume continues from the last commit "
@@ -267,6 +286,8 @@ def build_store(
         raise
     stats.aliases = writer.alias_total
     stats.seconds = time.monotonic() - t0
+    stats.cpu_main_seconds = _cpu(resource.RUSAGE_SELF) - cpu0
+    stats.cpu_workers_seconds = _cpu(resource.RUSAGE_CHILDREN) - cpu0_children  # the pool is joined by now
     stats.store_sha256 = manifest["store_sha256"]
     prog.update(stats.pages, stats.passages, final=True)
     return stats

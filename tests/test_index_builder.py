@@ -135,6 +135,20 @@ def test_wiki_page_chunks_within_limit(data_dir, minilm_embedder):
     assert passages[0].startswith("<s>Adil Rami Adil Rami (Arabic")
 
 
+def test_worker_token_counter_chunks_like_the_embedder(data_dir, minilm_embedder):
+    """The workers' tokenizer (lazy token spans) gives the embedder's spans and passages."""
+    from fscore_lite_index.parallel import TokenCounter
+
+    counter = TokenCounter(minilm_embedder.tokenizer.to_str())
+    pages = list(read_jsonl_pages(data_dir / WIKI))[:25]
+    for page in pages:
+        unit = page.text[:3000]
+        assert list(counter.token_spans(unit)) == minilm_embedder.token_spans(unit)
+        for rule in ("sentences", "reference"):
+            assert chunk_page(page.title, page.text, counter, rule) == chunk_page(page.title, page.text,
+                                                                                  minilm_embedder, rule)
+
+
 # --- sources -----------------------------------------------------------------------------
 
 
