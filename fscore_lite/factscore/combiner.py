@@ -56,6 +56,12 @@ class Combiner:
     def with_adjustment(self, p_supported: float, p_not_supported: float) -> "Combiner":
         return replace(self, p_supported=float(p_supported), p_not_supported=float(p_not_supported))
 
+    def with_calibration(self, calibration: dict) -> "Combiner":
+        """The same weights with another calibration: ``calibration``'s threshold and share means
+        (the own-facts calibration of the verifier's manifest entry)."""
+        return self.with_threshold(calibration["threshold"]).with_adjustment(calibration["p_supported"],
+                                                                             calibration["p_not_supported"])
+
     @property
     def adjusts(self) -> bool:
         return (self.p_supported is not None and self.p_not_supported is not None

@@ -22,7 +22,7 @@ from .abstain import is_abstained
 from .atomic_facts import describe_settings as atomic_fact_settings
 from .items import MAX_OUTPUT_CHARS, Item, load_items  # noqa: F401  (re-exported: the API)
 from .options import VERIFIERS, ScoreOptions, Timings  # noqa: F401  (re-exported: the API)
-from .score import aggregate, calibration_note, response_score
+from .score import aggregate, calibration_note, fact_settings, response_score
 from .npm import PASSAGE_TEXT as NPM_PASSAGES
 from .sentences import SPLITTER
 from .verifiers import VerifierContext, make_verifier
@@ -161,7 +161,7 @@ class FactScorer:
             name, sha = self.settings.llm, self.bundle.get(self.settings.llm).sha256
         else:
             return None
-        return {"llm": name, "llm_sha256": sha, "atomic_facts": atomic_fact_settings(o.demo_shortcut, o.decomposer)}
+        return fact_settings(name, sha, atomic_fact_settings(o.demo_shortcut, o.decomposer))
 
     def score_item(self, item: Item, progress: Progress | None = None) -> dict:
         """One item's output record; ``progress`` counts its facts as they are generated and verified."""

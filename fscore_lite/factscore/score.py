@@ -85,6 +85,21 @@ def aggregate(items: list[dict], gamma: float = GAMMA) -> dict:
     }
 
 
+FACT_KEYS = ("llm_sha256", "atomic_facts")  # the settings that change the facts a run generates
+
+
+def same_facts(a: dict, b: dict) -> bool:
+    """Do two fact settings make the same facts (the LLM's sha256 and every atomic-fact setting)?"""
+    return all(a.get(k) == b.get(k) for k in FACT_KEYS)
+
+
+def fact_settings(llm_name: str, llm_sha256: str, atomic_facts: dict, threads: int | None = None) -> dict:
+    """What makes generated facts: the LLM, its sha256, the atomic-fact settings (and the thread count
+    they were made at, where it is recorded)."""
+    return {"llm": llm_name, "llm_sha256": llm_sha256, "atomic_facts": atomic_facts,
+            **({"threads": int(threads)} if threads is not None else {})}
+
+
 PAPER_CALIBRATION = {"threshold": "the paper's model-atomic-facts (InstructGPT) of the training bios",
                      "share_means": "the human atomic facts of the training topics (out of fold)"}
 
@@ -121,8 +136,6 @@ def calibration_note(verifier_extra: dict | None, facts_generated: int, decompos
 
 
 def _own_note(own: dict, facts_generated: int, decomposer: str, run: dict | None, usable: bool) -> dict:
-    from ..training.own_facts import FACT_KEYS, same_facts
-
     fitted_for = own["calibrated_for_facts"]
     matches = bool(facts_generated) and usable and run is not None and same_facts(fitted_for, run)
     note = {"fitted_on": PAPER_CALIBRATION,

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol
 
-from .score import response_shares
+from .score import fact_settings, response_shares, same_facts
 
 REFERENCE_SHARE = "decisions: the share of facts decided supported (reference)"
 
@@ -134,7 +134,7 @@ class Trained:
         from .atomic_facts import describe_settings
 
         llm, o = self.ctx.llm(), self.ctx.options
-        return {"llm": llm.name, "llm_sha256": llm.sha256, "atomic_facts": describe_settings(o.demo_shortcut, o.decomposer)}
+        return fact_settings(llm.name, llm.sha256, describe_settings(o.demo_shortcut, o.decomposer))
 
     def own_combiner(self):
         """The combiner with the own-facts calibration when it was fitted for the facts this run
@@ -142,12 +142,8 @@ class Trained:
         if self.own_calibration is None or self.kind != "trained":
             return None
         if self._own_combiner is None:
-            from ..training.own_facts import same_facts
-
             fits = same_facts(self.own_calibration["calibrated_for_facts"], self.run_fact_settings())
-            c = self.own_calibration
-            self._own_combiner = (self.trained.combiner.with_threshold(c["threshold"])
-                                  .with_adjustment(c["p_supported"], c["p_not_supported"]) if fits else False)
+            self._own_combiner = self.trained.combiner.with_calibration(self.own_calibration) if fits else False
         return self._own_combiner or None
 
     @property

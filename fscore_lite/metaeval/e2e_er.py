@@ -32,7 +32,6 @@ from ..training.own_facts import generate_own_facts  # noqa: F401  (re-exported)
 
 
 
-
 def human_fact_count(bio: AnnotatedBio) -> int:
     return sum(len(s.human_facts) for s in bio.sentences or ())
 
@@ -173,9 +172,7 @@ def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subject
     own_rows = own_rows_by_bio(own_ex)
     nested = nested_calibrations(ex, oof.folds, own_rows, names, l2, adjust)
 
-    paper_rows: dict[int, list[dict]] = {}
-    for f, row in zip(ex.model, ex.features["model"]):
-        paper_rows.setdefault(f.bio, []).append(row)
+    paper_rows = own_rows_by_bio(ex)  # the same grouping: bio -> its model facts' rows
     bios = [ex.bios[i] for i in chosen]
     own, paper, own_cal = [], [], []
     for i in chosen:

@@ -64,8 +64,7 @@ def fit_own_calibration(bio_probs: list, human: list[float]) -> dict:
 
 def apply_calibration(comb: Combiner, calibration: dict) -> Combiner:
     """``comb`` with the own-facts threshold and share means."""
-    return comb.with_threshold(calibration["threshold"]).with_adjustment(calibration["p_supported"],
-                                                                         calibration["p_not_supported"])
+    return comb.with_calibration(calibration)
 
 
 def own_rows_by_bio(own: Examples) -> dict[int, list[dict]]:

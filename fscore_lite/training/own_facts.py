@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FscoreError, InputError
+from ..factscore.score import fact_settings, same_facts  # noqa: F401  (the runtime's rules, re-exported)
 
 FILE_NAME = "own-facts-dev.jsonl.gz"
 SIDECAR_NAME = "own-facts-dev.sha256.json"
 HEADER_KIND = "own-facts header"
-# the atomic-fact settings that change facts: compared with a run's to decide whether the calibration applies
-FACT_KEYS = ("llm_sha256", "atomic_facts")
 
 
 @dataclass(frozen=True)
@@ -69,15 +68,6 @@ def text_sha256(text: str) -> str:
 def sidecar_for(path: Path) -> Path:
     path = Path(path)
     return path.with_name(SIDECAR_NAME if path.name == FILE_NAME else path.name.split(".")[0] + ".sha256.json")
-
-
-def fact_settings(llm_name: str, llm_sha256: str, atomic_facts: dict, threads: int) -> dict:
-    return {"llm": llm_name, "llm_sha256": llm_sha256, "atomic_facts": atomic_facts, "threads": int(threads)}
-
-
-def same_facts(a: dict, b: dict) -> bool:
-    """Do two fact settings make the same facts (the LLM's sha256 and every atomic-fact setting)?"""
-    return all(a.get(k) == b.get(k) for k in FACT_KEYS)
 
 
 def write_own_facts(path: Path, settings: dict, bios: list, facts: list[list[str]], extra: dict | None = None) -> str:
