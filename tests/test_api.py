@@ -68,6 +68,21 @@ def test_q2_refuses_a_bad_choice_before_writing(tmp_path, option, value, message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
 
 
+@pytest.mark.parametrize("option,value,message", [
+    ("backend", "gpu", "--backend must be one of auto, onnx, llm, not 'gpu'"),
+    ("precision", "fp16", "--precision must be one of int8, fp32, not 'fp16'"),
+])
+def test_load_roles_refuses_a_bad_choice_with_the_options_message(tmp_path, option, value, message):
+    """load_roles (called without Q2Options, e.g. by tests and benches) checks with the same function:
+    the same message, before any bundle or model is read."""
+    from fscore_lite.q2.roles import load_roles
+    from fscore_lite.settings import Settings
+
+    with pytest.raises(FscoreError) as e:
+        load_roles(Settings(models_dir=tmp_path / "no-models"), **{option: value})
+    assert str(e.value) == message
+
+
 def test_an_unknown_option_names_the_known_ones(tmp_path):
     with pytest.raises(TypeError, match="unknown option 'verfier'.*verifier"):
         fscore_lite.score(_input(tmp_path), verfier="llm")

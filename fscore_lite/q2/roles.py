@@ -21,6 +21,14 @@ BACKENDS = ("auto", "onnx", "llm")
 PRECISIONS = ("int8", "fp32")
 
 
+def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
+    """Raise FscoreError naming the option, the bad value and the choices unless ``value`` is one
+    of ``allowed``: the one check of Q²'s ``--questions``, ``--backend`` and ``--precision``, used by
+    :class:`~fscore_lite.q2.score.Q2Options` (CLI and Python API) and by :func:`load_roles`."""
+    if value not in allowed:
+        raise FscoreError(f"--{name} must be one of {', '.join(allowed)}, not {value!r}")
+
+
 @dataclass
 class Q2Roles:
     qg: object  # generate.QuestionGenerator
@@ -54,10 +62,8 @@ def load_roles(settings, *, backend: str = "auto", cache: CallCache | None = Non
     from .compare import LlmEntailmentJudge, OnnxEntailmentJudge
     from .generate import LlmQuestionGenerator, OnnxQuestionGenerator
 
-    if backend not in BACKENDS:
-        raise FscoreError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
-    if precision not in PRECISIONS:
-        raise FscoreError(f"unknown precision '{precision}' (choose from {', '.join(PRECISIONS)})")
+    check_choice("backend", backend, BACKENDS)
+    check_choice("precision", precision, PRECISIONS)
     bundle = bundle or Bundle(settings.models_dir)
     cache = cache if cache is not None else CallCache(None)
     llm_holder: list = []

@@ -54,11 +54,10 @@ class Q2Options:
         return {"questions": QUESTIONS, "backend": BACKENDS, "precision": PRECISIONS}
 
     def __post_init__(self):
-        from ..errors import FscoreError
+        from .roles import check_choice
 
         for name, allowed in self.choices().items():
-            if getattr(self, name) not in allowed:
-                raise FscoreError(f"--{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+            check_choice(name, getattr(self, name), allowed)
 
     def to_json(self) -> dict:
         """The method options (the summary's ``options``)."""
