@@ -51,6 +51,10 @@ def _mkdir(name: str) -> Callable[[Path], None]:
     return lambda d: (d / name).mkdir(parents=True)
 
 
+def _symlink(name: str, target: str) -> Callable[[Path], None]:
+    return lambda d: (d / name).symlink_to(target)
+
+
 def _fifo(name: str, data: str) -> Callable[[Path], None]:
     def setup(d: Path) -> None:
         os.mkfifo(d / name)
@@ -127,10 +131,12 @@ PROBES = [
           _w("in.jsonl", GOOD), unchanged=("in.jsonl",)),
     Probe("output held by another run", ["score", "{d}/in.jsonl", "-o", "{d}/o.jsonl"], 2,
           "o.jsonl: another run (process", _w("in.jsonl", GOOD), unchanged=("o.jsonl.partial",)),
-    Probe("report -o its run", ["report", "{d}/run.jsonl", "-o", "{d}/run.jsonl"], 2,
-          "refusing to write the report there", RUN, unchanged=("run.jsonl", "run.summary.json")),
+    # -o naming a run another way: ./run.jsonl (what refuses it refuses a plain run.jsonl too), a symlink
     Probe("report -o ./its run", ["report", "{d}/run.jsonl", "-o", "{d}/./run.jsonl"], 2,
-          "refusing to write the report there", RUN, unchanged=("run.jsonl",)),
+          "refusing to write the report there", RUN, unchanged=("run.jsonl", "run.summary.json")),
+    Probe("report -o a link to its run", ["report", "{d}/run.jsonl", "-o", "{d}/link.jsonl"], 2,
+          "refusing to write the report there", _all(RUN, _symlink("link.jsonl", "run.jsonl")),
+          unchanged=("run.jsonl", "run.summary.json")),
     Probe("report -o the run's summary", ["report", "{d}/run.jsonl", "-o", "{d}/run.summary.json"], 2,
           "the summary of", RUN, unchanged=("run.summary.json",)),
     Probe("report DIR", ["report", "{d}/runs"], 2, "runs: is a directory", _mkdir("runs")),
