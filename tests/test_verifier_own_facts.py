@@ -17,7 +17,7 @@ from fscore_lite.factscore.atomic_facts import describe_settings
 from fscore_lite.factscore.score import pacc_unclipped
 from fscore_lite.manifest import Bundle, stamp_decisions
 from fscore_lite.training.labeled import AnnotatedBio
-from fscore_lite.training.own_calibration import fit_own_calibration, fit_share_line, share_pair
+from fscore_lite.training.own_calibration import apply_calibration, fit_own_calibration, pair_of
 from fscore_lite.training.own_facts import fact_settings, read_own_facts, same_facts, sidecar_for, write_own_facts
 
 from .test_e2e_facts import ScriptedLLM
@@ -28,45 +28,49 @@ VERIFIER = "minilm-l6-factscore-verifier"
 
 # --- the fit ---------------------------------------------------------------------------------
 
-def test_share_line_recovers_alpha_and_beta_and_its_pacc_pair_applies_it():
-    rng = np.random.default_rng(0)
-    m = rng.uniform(0.2, 0.9, 400)
-    h = 0.1 + 0.7 * m + rng.normal(0, 0.01, 400)
-    alpha, beta = fit_share_line(m, h)
-    assert alpha == pytest.approx(0.1, abs=0.01) and beta == pytest.approx(0.7, abs=0.02)
-    ps, pns = share_pair(alpha, beta)
-    for x in (0.0, 0.3, 0.75, 1.0):  # the runtime's PACC path gives the line unchanged
-        assert pacc_unclipped(x, ps, pns) == pytest.approx(alpha + beta * x, abs=1e-12)
-    assert share_pair(0.2, 0.0) is None and share_pair(0.2, -0.5) is None
+def _bios(rng, shares, pair=(0.7, 0.3), shift=0.0, n_facts=12):
+    """Per bio: probabilities whose mean is what ``pair`` predicts for its human share, moved by ``shift``."""
+    s, ns = pair
+    return [np.clip(rng.normal(ns + h * (s - ns) + shift, 0.1, n_facts), 0, 1) for h in shares]
 
 
-def _bios(rng, shares, n_facts=12):
-    """Per bio: probabilities whose mean tracks its human share (the verifier under-separates)."""
-    return [np.clip(rng.normal(0.3 + 0.4 * s, 0.15, n_facts), 0, 1) for s in shares]
-
-
-def test_own_calibration_fit_on_bios_maps_mean_probability_to_the_human_share():
+def test_shift_recovers_the_offset_of_own_facts_and_keeps_the_pairs_spread():
     rng = np.random.default_rng(1)
-    shares = rng.uniform(0.1, 0.9, 300)
-    # many facts a bio, so that the noise of a bio's mean probability hardly dilutes the slope
-    cal = fit_own_calibration(_bios(rng, shares, 200), list(shares))
-    assert cal["n_bios"] == 300 and cal["n_facts"] == 60000 and "note" not in cal
-    assert cal["beta"] == pytest.approx(2.5, rel=0.05)  # 1 / 0.4: the mean probability moves 0.4 per unit share
-    # applied through the PACC path, the mean over bios of the share estimate is the mean human share
-    est = [pacc_unclipped(float(p.mean()), cal["p_supported"], cal["p_not_supported"]) for p in _bios(rng, shares, 200)]
-    assert np.mean(est) == pytest.approx(np.mean(shares), abs=0.02)
+    shares = rng.uniform(0.2, 0.8, 300)
+    # own facts read 0.08 lower than the paper pair predicts; half the bios scored by another fold's pair
+    pairs = [(0.7, 0.3) if i % 2 else (0.75, 0.25) for i in range(300)]
+    probs = [_bios(rng, [h], p, shift=-0.08, n_facts=40)[0] for h, p in zip(shares, pairs)]
+    cal = fit_own_calibration(probs, list(shares), pairs, target=(0.72, 0.28))
+    assert cal["n_bios"] == 300 and cal["n_facts"] == 12000 and cal["method"] == "paper pair shifted"
+    assert cal["shift"] == pytest.approx(-0.08, abs=0.01)
+    assert cal["p_supported"] - cal["p_not_supported"] == pytest.approx(0.44, abs=1e-12)  # the target's spread
+    assert cal["p_not_supported"] == pytest.approx(0.28 + cal["shift"], abs=1e-12)
+    # applied through the PACC path, the mean share estimate of new bios is their mean human share,
+    # also for subjects whose shares differ (the spread is kept, so nothing is pulled to the middle)
+    for lo, hi in ((0.2, 0.4), (0.6, 0.8)):
+        new = rng.uniform(lo, hi, 200)
+        est = [pacc_unclipped(float(p.mean()), cal["p_supported"], cal["p_not_supported"])
+               for p in _bios(rng, new, (0.72, 0.28), shift=-0.08, n_facts=40)]
+        assert np.mean(est) == pytest.approx(np.mean(new), abs=0.02)
     with pytest.raises(ValueError, match="at least 2 bios"):
-        fit_own_calibration([np.array([0.4]), np.array([])], [0.5, 0.5])
+        fit_own_calibration([np.array([0.4]), np.array([])], [0.5, 0.5], [(0.7, 0.3)] * 2, (0.7, 0.3))
 
 
-def test_own_threshold_falls_as_the_human_share_rises_and_a_flat_slope_adjusts_nothing():
+def test_apply_calibration_shifts_each_combiners_own_pair():
+    from fscore_lite.factscore.combiner import Combiner
+
+    comb = Combiner(("a",), (0.0,), (1.0,), (0.0,), 0.0, 0.5).with_adjustment(0.8, 0.2)
+    moved = apply_calibration(comb, {"threshold": 0.4, "shift": -0.05, "p_supported": 9.0, "p_not_supported": 9.0})
+    assert (moved.threshold, moved.p_supported, moved.p_not_supported) == pytest.approx((0.4, 0.75, 0.15))
+    assert pair_of(Combiner(("a",), (0.0,), (1.0,), (0.0,), 0.0, 0.5)) == (1.0, 0.0)
+
+
+def test_own_threshold_falls_as_the_human_share_rises():
     rng = np.random.default_rng(2)
     probs = _bios(rng, rng.uniform(0.1, 0.9, 50))
-    thresholds = [fit_own_calibration(probs, [s] * 50)["threshold"] for s in (0.2, 0.4, 0.6, 0.8)]
+    thresholds = [fit_own_calibration(probs, [s] * 50, [(0.7, 0.3)] * 50, (0.7, 0.3))["threshold"]
+                  for s in (0.2, 0.4, 0.6, 0.8)]
     assert thresholds == sorted(thresholds, reverse=True) and thresholds[0] > thresholds[-1]
-    # the share does not rise with the mean probability: no adjustment, said so
-    flat = fit_own_calibration([np.full(5, p) for p in (0.2, 0.4, 0.6, 0.8)], [0.8, 0.6, 0.4, 0.2])
-    assert flat["beta"] < 0 and (flat["p_supported"], flat["p_not_supported"]) == (1.0, 0.0) and "slope" in flat["note"]
 
 
 # --- the file --------------------------------------------------------------------------------
@@ -141,8 +145,9 @@ def test_build_records_the_own_facts_calibration_and_refits_on_a_changed_file(ow
     cal = entry.extra["own_facts_calibration"]
     assert cal["calibrated_for_facts"] == SETTINGS | {"facts_file_sha256": sha}
     assert 0 <= cal["threshold"] <= 1 and cal["n_bios"] == report["bios"] and report["own_facts_sha256"] == sha
-    if "note" not in cal:
-        assert cal["p_supported"] > cal["p_not_supported"]
+    comb = entry.extra["combiner"]
+    assert (cal["p_supported"], cal["p_not_supported"]) == pytest.approx(
+        (comb["p_supported"] + cal["shift"], comb["p_not_supported"] + cal["shift"]))
     # the same combiner as a build without the file: only the calibration of generated facts is added
     plain = Bundle(tiny_build[0]).get(VERIFIER)
     assert entry.extra["combiner"] == plain.extra["combiner"] and "own_facts_calibration" not in plain.extra
@@ -174,7 +179,7 @@ def _bundle_with_own(src, dest, settings, threshold=0.999999, pair=(0.9, 0.1)):
     shutil.copytree(src, dest)
     bundle = Bundle(dest)
     entry = bundle.get(VERIFIER)
-    cal = {"threshold": threshold, "p_supported": pair[0], "p_not_supported": pair[1], "alpha": -0.125, "beta": 1.25,
+    cal = {"threshold": threshold, "p_supported": pair[0], "p_not_supported": pair[1], "shift": -0.05,
            "n_bios": 9, "n_facts": 90, "calibrated_for_facts": settings | {"facts_file_sha256": "f" * 64}}
     bundle.add(replace(entry, extra=stamp_decisions({**entry.extra, "own_facts_calibration": cal})))
     bundle.save()
@@ -278,6 +283,7 @@ def test_meta_eval_nested_own_calibration_never_sees_the_held_out_fold(own_build
         assert b["own_facts"]  # read from the file
     rows = [r for r in rep["subjects"] if r.get("own_calibrated")]
     assert rows and all(0 <= r["own_calibrated"]["estimated"] <= 100 for r in rows)
+    assert all(r["own_calibrated_minus_paper"]["ci95"] for r in rows)
     text = format_e2e_report(rep)
     assert "own-facts calibration" in text and "fitted on the other folds' bios only" in text
     assert json.loads(json.dumps(rep)) == rep

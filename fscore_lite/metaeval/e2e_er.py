@@ -104,6 +104,12 @@ def subject_rows(bios: list[AnnotatedBio], human: list[float], own: list[dict], 
         row["own_minus_paper"] = {
             "difference": 100 * float(np.mean([own[i]["pacc"] - paper[i]["pacc"] for i in idx])),
             "ci95": signed_error_ci([own[i]["pacc"] for i in idx], [paper[i]["pacc"] for i in idx], topics)}
+        cal = [i for i in idx if own_calibrated is not None and own_calibrated[i] is not None]
+        if cal:
+            row["own_calibrated_minus_paper"] = {
+                "difference": 100 * float(np.mean([own_calibrated[i]["pacc"] - paper[i]["pacc"] for i in cal])),
+                "ci95": signed_error_ci([own_calibrated[i]["pacc"] for i in cal], [paper[i]["pacc"] for i in cal],
+                                        [bios[i].topic for i in cal])}
         rows.append(row)
     return rows
 
@@ -170,7 +176,7 @@ def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subject
     oof = cross_validate(ex, names, folds, l2, adjust=adjust)
     by_fold = fold_combiners(oof)
     own_rows = own_rows_by_bio(own_ex)
-    nested = nested_calibrations(ex, oof.folds, own_rows, names, l2, adjust)
+    nested = nested_calibrations(ex, oof.folds, own_rows, names, by_fold, l2, adjust)
 
     paper_rows = own_rows_by_bio(ex)  # the same grouping: bio -> its model facts' rows
     bios = [ex.bios[i] for i in chosen]
@@ -189,7 +195,7 @@ def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subject
             "verifier": entry.name, "verifier_sha256": entry.sha256, "calibrated_on": "paper facts",
             "facts_source": source,
             "own_calibration": {str(k): None if c is None else {
-                **{key: c[key] for key in ("threshold", "p_supported", "p_not_supported", "alpha", "beta", "n_bios",
+                **{key: c[key] for key in ("threshold", "p_supported", "p_not_supported", "shift", "n_bios",
                                            "n_facts")}, **({"note": c["note"]} if c.get("note") else {}),
                 "fit_topics": sorted({ex.bios[i].topic for i in c["bios"]})} for k, c in nested.items()},
             "limit": limit, "topics": len(ex.topics), "bios": len(chosen), "threads": settings.threads,
@@ -263,6 +269,10 @@ def format_e2e_report(report: dict) -> str:
     lines.append("own − paper on the same bios, 95% interval over resampled topics: " + " · ".join(
         f"{r['subject']} {r['own_minus_paper']['difference']:+.1f} {_ci(r['own_minus_paper']['ci95'])}"
         for r in report["subjects"]))
+    if all(r.get("own_calibrated_minus_paper") for r in report["subjects"]):
+        lines.append("own (own-facts calibration) − paper on the same bios, 95% interval over resampled topics: "
+                     + " · ".join(f"{r['subject']} {r['own_calibrated_minus_paper']['difference']:+.1f} "
+                                  f"{_ci(r['own_calibrated_minus_paper']['ci95'])}" for r in report["subjects"]))
     kinds = {k: sum(r["degenerate_kinds"].get(k, 0) for r in report["subjects"])
              for k in ("loop", "fragment", "duplicate", "citation")}
     lines.append("degenerate own facts by kind: " + ", ".join(f"{k} {v}" for k, v in kinds.items()))

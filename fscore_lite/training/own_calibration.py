@@ -1,16 +1,20 @@
 """The trained verifier's calibration on the facts it makes (issue 23, item 3).
 
 The paper calibration fits the decision threshold on the paper's InstructGPT facts and the PACC
-means on the human facts. The default decomposer's own facts carry no per-fact labels, only
-their bio's human FActScore, so the own-facts calibration is fitted at the bio level, over the
-training bios, each bio's fact probabilities coming from the fold combiner that never saw its
-topic (so the fit mimics unseen topics):
+share means ``p̄_S``, ``p̄_NS`` (a supported / not-supported fact's mean probability) on the human
+facts. The default decomposer's own facts carry no per-fact labels, only their bio's human
+FActScore, so the own-facts calibration is fitted at the bio level, over the training bios, each
+bio's fact probabilities coming from the fold combiner that never saw its topic (so the fit
+mimics unseen topics):
 
-* **share**: least squares of the bio's human share ``h`` on its mean probability ``m``,
-  ``h ≈ α + β·m``, written as the PACC pair ``p̄_S = (1 − α) / β``, ``p̄_NS = −α / β`` — then
-  ``(m − p̄_NS) / (p̄_S − p̄_NS) = α + β·m`` and the runtime's ``pacc_unclipped`` applies it
-  unchanged. With ``β ≤ 0`` (the mean probability does not rise with the share) there is no
-  adjustment: the identity pair (1, 0), and the record says so;
+* **share**: the paper pair shifted by one offset, ``(p̄_S + c, p̄_NS + c)``: ``c`` is the mean over
+  bios of ``m − (p̄_NS + h·(p̄_S − p̄_NS))``, how far a bio's mean own-fact probability ``m`` lies
+  from what the paper pair predicts for its human share ``h``. The pair's spread (the slope from
+  share to mean probability, measured fact by fact on labelled facts) is kept; only the level is
+  refitted, so the mean over the training bios of the corrected share is their mean human share.
+  A per-bio least-squares line ``h ≈ α + β·m`` was tried first: the noise of one bio's mean
+  probability flattens its slope, so across subjects it pulled every estimate toward the middle
+  (docs/E2E.md has both, held out);
 * **threshold**: :func:`~fscore_lite.factscore.combiner.share_matching_threshold` of the own
   facts' probabilities against the training bios' mean human share.
 
@@ -24,47 +28,45 @@ from ..factscore.combiner import Combiner, share_matching_threshold
 from .combiner_cv import CvResult, cross_validate
 from .examples import Examples
 
-NO_ADJUSTMENT = ("the bios' human share does not rise with their mean probability (slope ≤ 0): no share "
-                 "adjustment, the estimate is the mean probability")
+IDENTITY = (1.0, 0.0)  # a combiner without share means: the share is the mean probability
 
 
-def fit_share_line(mean_probs, human) -> tuple[float, float]:
-    """(α, β) of the least-squares line ``human ≈ α + β · mean_probs``."""
-    m = np.asarray(mean_probs, dtype=np.float64)
-    h = np.asarray(human, dtype=np.float64)
-    if len(m) < 2 or float(np.ptp(m)) == 0.0:
-        return float(np.mean(h)) if len(h) else 0.0, 0.0
-    beta, alpha = np.polyfit(m, h, 1)
-    return float(alpha), float(beta)
+def pair_of(comb: Combiner) -> tuple[float, float]:
+    """``comb``'s PACC pair (p̄_S, p̄_NS), the identity pair when it has none."""
+    return (comb.p_supported, comb.p_not_supported) if comb.adjusts else IDENTITY
 
 
-def share_pair(alpha: float, beta: float) -> tuple[float, float] | None:
-    """The PACC pair (p̄_S, p̄_NS) equivalent to ``α + β·m``; None when ``β ≤ 0``."""
-    if beta <= 0:
-        return None
-    return (1.0 - alpha) / beta, -alpha / beta
+def fit_shift(mean_probs, human, pairs) -> float:
+    """The offset ``c``: mean over bios of ``m − (p̄_NS + h·(p̄_S − p̄_NS))``, each bio with the pair of
+    the combiner that gave its probabilities."""
+    gaps = [m - (ns + h * (s - ns)) for m, h, (s, ns) in zip(mean_probs, human, pairs)]
+    return float(np.mean(gaps))
 
 
-def fit_own_calibration(bio_probs: list, human: list[float]) -> dict:
+def shifted(pair: tuple[float, float], shift: float) -> tuple[float, float]:
+    return pair[0] + shift, pair[1] + shift
+
+
+def fit_own_calibration(bio_probs: list, human: list[float], pairs: list[tuple[float, float]],
+                        target: tuple[float, float]) -> dict:
     """Threshold and share means fitted on bios' own-fact probabilities against their human shares
-    (bios without facts are left out)."""
-    keep = [(np.asarray(p, dtype=np.float64), float(h)) for p, h in zip(bio_probs, human) if len(p)]
+    (bios without facts are left out); ``pairs``: per bio, the pair of the combiner that gave its
+    probabilities; ``target``: the pair of the combiner the calibration is for."""
+    keep = [(np.asarray(p, dtype=np.float64), float(h), pair) for p, h, pair in zip(bio_probs, human, pairs) if len(p)]
     if len(keep) < 2:
         raise ValueError(f"the own-facts calibration needs at least 2 bios with facts, not {len(keep)}")
-    probs, hs = [p for p, _ in keep], [h for _, h in keep]
-    alpha, beta = fit_share_line([float(p.mean()) for p in probs], hs)
-    pair = share_pair(alpha, beta)
-    out = {"threshold": share_matching_threshold(probs, float(np.mean(hs))),
-           "p_supported": pair[0] if pair else 1.0, "p_not_supported": pair[1] if pair else 0.0,
-           "alpha": alpha, "beta": beta, "n_bios": len(keep), "n_facts": int(sum(len(p) for p in probs))}
-    if pair is None:
-        out["note"] = NO_ADJUSTMENT
-    return out
+    probs, hs = [p for p, _, _ in keep], [h for _, h, _ in keep]
+    shift = fit_shift([float(p.mean()) for p in probs], hs, [pair for _, _, pair in keep])
+    ps, pns = shifted(target, shift)
+    return {"threshold": share_matching_threshold(probs, float(np.mean(hs))), "p_supported": ps,
+            "p_not_supported": pns, "method": "paper pair shifted", "shift": shift, "n_bios": len(keep),
+            "n_facts": int(sum(len(p) for p in probs))}
 
 
 def apply_calibration(comb: Combiner, calibration: dict) -> Combiner:
-    """``comb`` with the own-facts threshold and share means."""
-    return comb.with_calibration(calibration)
+    """``comb`` with the own-facts threshold and its own pair shifted by the calibration's offset."""
+    ps, pns = shifted(pair_of(comb), calibration["shift"])
+    return comb.with_calibration(calibration | {"p_supported": ps, "p_not_supported": pns})
 
 
 def own_rows_by_bio(own: Examples) -> dict[int, list[dict]]:
@@ -75,9 +77,10 @@ def own_rows_by_bio(own: Examples) -> dict[int, list[dict]]:
     return rows
 
 
-def out_of_fold_probs(cv: CvResult, bios, own_rows: dict[int, list[dict]], topic_of) -> dict[int, np.ndarray]:
-    """Bio → its own facts' probabilities from the combiner of ``cv`` that did not see its topic
-    (bios of topics outside ``cv.folds`` are left out)."""
+def out_of_fold_probs(cv: CvResult, bios, own_rows: dict[int, list[dict]], topic_of
+                      ) -> dict[int, tuple[np.ndarray, tuple[float, float]]]:
+    """Bio → its own facts' probabilities from the combiner of ``cv`` that did not see its topic, and
+    that combiner's pair (bios of topics outside ``cv.folds`` are left out)."""
     from .stack import fold_combiners
 
     by_fold = fold_combiners(cv)
@@ -87,24 +90,25 @@ def out_of_fold_probs(cv: CvResult, bios, own_rows: dict[int, list[dict]], topic
         if fold is None or fold not in by_fold or not own_rows.get(i):
             continue
         comb = by_fold[fold]
-        out[i] = comb.probability(comb.matrix(own_rows[i]))
+        out[i] = comb.probability(comb.matrix(own_rows[i])), pair_of(comb)
     return out
 
 
-def calibration_from_cv(ex: Examples, cv: CvResult, own_rows: dict[int, list[dict]]) -> dict:
-    """The own-facts calibration fitted on every bio of ``cv``'s topics that has own facts."""
+def calibration_from_cv(ex: Examples, cv: CvResult, own_rows: dict[int, list[dict]], target: Combiner) -> dict:
+    """The own-facts calibration for ``target``, fitted on every bio of ``cv``'s topics that has own facts."""
     probs = out_of_fold_probs(cv, sorted(own_rows), own_rows, lambda i: ex.bios[i].topic)
     bios = sorted(probs)
-    return fit_own_calibration([probs[i] for i in bios], [ex.human_share[i] for i in bios]) | {
-        "bios": bios}
+    return fit_own_calibration([probs[i][0] for i in bios], [ex.human_share[i] for i in bios],
+                               [probs[i][1] for i in bios], pair_of(target)) | {"bios": bios}
 
 
 def nested_calibrations(ex: Examples, outer: dict[str, int], own_rows: dict[int, list[dict]],
-                        features: tuple[str, ...], l2: float = 1.0, adjust: bool = True) -> dict[int, dict | None]:
-    """Outer fold → the own-facts calibration fitted on the other folds' bios only, their probabilities
-    out of fold *within* those topics (an inner topic-grouped CV that never sees the outer fold's
-    topics). None for a fold whose training bios are too few to fit. Each record lists the bios it
-    was fitted on (``bios``, indices into ``ex.bios``)."""
+                        features: tuple[str, ...], targets: dict[int, Combiner], l2: float = 1.0,
+                        adjust: bool = True) -> dict[int, dict | None]:
+    """Outer fold → the own-facts calibration of that fold's combiner (``targets``), fitted on the other
+    folds' bios only, their probabilities out of fold *within* those topics (an inner topic-grouped CV
+    that never sees the outer fold's topics). None for a fold whose training bios are too few to fit.
+    Each record lists the bios it was fitted on (``bios``, indices into ``ex.bios``)."""
     k = len(set(outer.values()))
     out: dict[int, dict | None] = {}
     for fold in sorted(set(outer.values())):
@@ -116,7 +120,7 @@ def nested_calibrations(ex: Examples, outer: dict[str, int], own_rows: dict[int,
             continue
         cv = cross_validate(ex, features, inner, l2, topics=train, adjust=adjust)
         try:
-            out[fold] = calibration_from_cv(ex, cv, rows)
+            out[fold] = calibration_from_cv(ex, cv, rows, targets[fold])
         except ValueError:
             out[fold] = None
     return out

@@ -254,7 +254,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
             "score for the own facts); generated facts get the paper calibration")
     elif own_path is not None:
         t = time.monotonic()
-        own_cal = fit_own_calibration(ex, oof, names, pool, own_path, log)
+        own_cal = fit_own_calibration(ex, oof, names, pool, own_path, comb, log)
         timings["own_facts_s"] = time.monotonic() - t
     else:
         log("no own-facts file: calibrated on the paper's facts only (make one with `fscore-lite models own-facts`)")

@@ -8,8 +8,8 @@
   sha256 beside it (:mod:`fscore_lite.training.own_facts`).
 * :func:`fit_own_calibration` (``models train verifier``, when that file is present): the own
   facts featurised like the paper's, each training bio's probabilities from the fold combiner
-  that never saw its topic, and the threshold and share means fitted on them against the human
-  FActScores (:mod:`fscore_lite.training.own_calibration`).
+  that never saw its topic, and the threshold and the share means' offset fitted on them against
+  the human FActScores (:mod:`fscore_lite.training.own_calibration`).
 """
 from __future__ import annotations
 
@@ -63,9 +63,10 @@ def make_own_facts(settings, out: Path | None = None, data: Path | None = None, 
             "total_s": round(time.monotonic() - t0, 1)}
 
 
-def fit_own_calibration(ex, oof, names, pool, path: Path, log=print) -> dict:
-    """The verifier entry's ``own_facts_calibration``: fitted on the own facts in ``path`` of the
-    training bios, each bio's probabilities from ``oof``'s combiner that never saw its topic."""
+def fit_own_calibration(ex, oof, names, pool, path: Path, target, log=print) -> dict:
+    """The verifier entry's ``own_facts_calibration`` for the combiner ``target``: fitted on the own
+    facts in ``path`` of the training bios, each bio's probabilities from ``oof``'s combiner that never
+    saw its topic."""
     from fscore_lite.errors import FscoreError
     from fscore_lite.training.examples import Examples, Fact, featurise
     from fscore_lite.training.own_calibration import calibration_from_cv, own_rows_by_bio
@@ -80,10 +81,11 @@ def fit_own_calibration(ex, oof, names, pool, path: Path, log=print) -> dict:
     t = time.monotonic()
     featurise(own_ex, *pool[0], None, more=pool[1:])
     try:
-        fitted = calibration_from_cv(ex, oof, own_rows_by_bio(own_ex))
+        fitted = calibration_from_cv(ex, oof, own_rows_by_bio(own_ex), target)
     except ValueError as e:
         raise FscoreError(f"{path}: {e}") from None
     fitted.pop("bios")
     log(f"own-facts calibration: {fitted['n_bios']} bios, {fitted['n_facts']} facts ({time.monotonic() - t:.0f} s): "
-        f"threshold {fitted['threshold']:.4f}, human share ≈ {fitted['alpha']:.3f} + {fitted['beta']:.3f} · mean p")
+        f"threshold {fitted['threshold']:.4f}, share means shifted by {fitted['shift']:+.4f} to "
+        f"({fitted['p_supported']:.4f}, {fitted['p_not_supported']:.4f})")
     return fitted | {"calibrated_for_facts": own.settings() | {"facts_file_sha256": own.sha256}}
