@@ -196,7 +196,7 @@ def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subject
             "facts_source": source,
             "own_calibration": {str(k): None if c is None else {
                 **{key: c[key] for key in ("threshold", "p_supported", "p_not_supported", "shift", "n_bios",
-                                           "n_facts")}, **({"note": c["note"]} if c.get("note") else {}),
+                                           "n_facts")},
                 "fit_topics": sorted({ex.bios[i].topic for i in c["bios"]})} for k, c in nested.items()},
             "limit": limit, "topics": len(ex.topics), "bios": len(chosen), "threads": settings.threads,
             "subjects": table,
