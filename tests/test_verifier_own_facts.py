@@ -17,7 +17,7 @@ from fscore_lite.factscore.atomic_facts import describe_settings
 from fscore_lite.factscore.score import pacc_unclipped
 from fscore_lite.manifest import Bundle, stamp_decisions
 from fscore_lite.training.labeled import AnnotatedBio
-from fscore_lite.training.own_calibration import apply_calibration, fit_own_calibration, pair_of
+from fscore_lite.training.own_calibration import fit_own_calibration, pair_of
 from fscore_lite.training.own_facts import fact_settings, read_own_facts, same_facts, sidecar_for, write_own_facts
 
 from .test_e2e_facts import ScriptedLLM
@@ -56,13 +56,16 @@ def test_shift_recovers_the_offset_of_own_facts_and_keeps_the_pairs_spread():
         fit_own_calibration([np.array([0.4]), np.array([])], [0.5, 0.5], [(0.7, 0.3)] * 2, (0.7, 0.3))
 
 
-def test_apply_calibration_shifts_each_combiners_own_pair():
+def test_a_calibration_shifts_each_combiners_own_pair():
     from fscore_lite.factscore.combiner import Combiner
 
     comb = Combiner(("a",), (0.0,), (1.0,), (0.0,), 0.0, 0.5).with_adjustment(0.8, 0.2)
-    moved = apply_calibration(comb, {"threshold": 0.4, "shift": -0.05, "p_supported": 9.0, "p_not_supported": 9.0})
+    moved = comb.with_calibration({"threshold": 0.4, "shift": -0.05, "p_supported": 9.0, "p_not_supported": 9.0})
     assert (moved.threshold, moved.p_supported, moved.p_not_supported) == pytest.approx((0.4, 0.75, 0.15))
     assert pair_of(Combiner(("a",), (0.0,), (1.0,), (0.0,), 0.0, 0.5)) == (1.0, 0.0)
+    # a record without a shift (recipe 4): its own share means
+    old = comb.with_calibration({"threshold": 0.4, "p_supported": 0.7, "p_not_supported": 0.1})
+    assert (old.p_supported, old.p_not_supported) == (0.7, 0.1)
 
 
 def test_own_threshold_falls_as_the_human_share_rises():
@@ -174,12 +177,16 @@ class FactsLLM(ScriptedLLM):
     stats = LLMStats()
 
 
-def _bundle_with_own(src, dest, settings, threshold=0.999999, pair=(0.9, 0.1)):
-    """A copy of the tiny bundle whose verifier carries an own-facts calibration fitted for ``settings``."""
+def _bundle_with_own(src, dest, settings, threshold=0.999999, shift=-0.05):
+    """A copy of the tiny bundle whose verifier carries an own-facts calibration fitted for ``settings``
+    (its share means: the combiner's moved by ``shift``, as the build records them)."""
+    from fscore_lite.factscore.combiner import Combiner
+
     shutil.copytree(src, dest)
     bundle = Bundle(dest)
     entry = bundle.get(VERIFIER)
-    cal = {"threshold": threshold, "p_supported": pair[0], "p_not_supported": pair[1], "shift": -0.05,
+    pair = [p + shift for p in Combiner.from_json(entry.extra["combiner"]).pair]
+    cal = {"threshold": threshold, "p_supported": pair[0], "p_not_supported": pair[1], "shift": shift,
            "n_bios": 9, "n_facts": 90, "calibrated_for_facts": settings | {"facts_file_sha256": "f" * 64}}
     bundle.add(replace(entry, extra=stamp_decisions({**entry.extra, "own_facts_calibration": cal})))
     bundle.save()
@@ -224,7 +231,9 @@ def test_runtime_applies_the_own_calibration_only_to_generated_facts_of_its_sett
     assert [d["probability"] for d in rec["decisions"]] == [d["probability"] for d in base["decisions"]]
     assert not any(d["is_supported"] for d in rec["decisions"])  # threshold 0.999999
     assert rec["readable_share"] == base["readable_share"]  # a response's own score stays its mean probability
-    assert rec["pacc_share_unclipped"] == pytest.approx((rec["readable_share"] - 0.1) / 0.8, abs=1e-6)
+    ps, pns = (Bundle(own_dir).get(VERIFIER).extra["own_facts_calibration"][k] for k in ("p_supported", "p_not_supported"))
+    # (both fields are rounded to 6 places, and the division by the spread magnifies that)
+    assert rec["pacc_share_unclipped"] == pytest.approx((rec["readable_share"] - pns) / (ps - pns), abs=1e-4)
     assert own["score_adjusted"] == pytest.approx(min(1, max(0, rec["pacc_share_unclipped"])), abs=1e-6)
     note = own["settings"]["calibration"]
     assert note["fitted_for_these_facts"] and note["applied"].startswith("own facts") and "warning" not in note

@@ -57,10 +57,19 @@ class Combiner:
         return replace(self, p_supported=float(p_supported), p_not_supported=float(p_not_supported))
 
     def with_calibration(self, calibration: dict) -> "Combiner":
-        """The same weights with another calibration: ``calibration``'s threshold and share means
-        (the own-facts calibration of the verifier's manifest entry)."""
-        return self.with_threshold(calibration["threshold"]).with_adjustment(calibration["p_supported"],
-                                                                             calibration["p_not_supported"])
+        """The same weights with another calibration (the own-facts calibration of the verifier's
+        manifest entry): its threshold, and this combiner's share means moved by its ``shift``
+        (a record without one, of an older recipe, gives the share means themselves)."""
+        if "shift" in calibration:
+            ps, pns = (p + calibration["shift"] for p in self.pair)
+        else:
+            ps, pns = calibration["p_supported"], calibration["p_not_supported"]
+        return self.with_threshold(calibration["threshold"]).with_adjustment(ps, pns)
+
+    @property
+    def pair(self) -> tuple[float, float]:
+        """The PACC share means (p̄_S, p̄_NS); without them (1, 0), under which the share is the mean probability."""
+        return (self.p_supported, self.p_not_supported) if self.adjusts else (1.0, 0.0)
 
     @property
     def adjusts(self) -> bool:

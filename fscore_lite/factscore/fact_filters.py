@@ -15,9 +15,11 @@ from __future__ import annotations
 import re
 
 # the rules of the default decomposer, in the order they run
-FILTERS = ("citations", "loops", "fragments", "chains", "duplicates")
+FILTERS = ("citations", "echoes", "loops", "fragments", "chains", "conjunctions", "duplicates")
 DESCRIPTION = {
     "citations": "citation markers such as [1] removed",
+    "echoes": "a fact that runs on into the prompt's instruction (\"Please breakdown the following …\") cut before it",
+    "conjunctions": "a fact joining conjuncts with \"and\" split into one fact per conjunct (spaCy parse)",
     "loops": "a fact repeating a 3-word phrase is cut before the repetition",
     "fragments": "facts without a content word (\"He.\", \"She is.\") dropped",
     "chains": "a run of 3 or more facts each extending the previous one kept as its first and last",
@@ -30,6 +32,16 @@ _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
 _FUNCTION = set("""a an the of in on at to for and or but nor so is was were are be been being am by with as from
 that this these those it its he she they them him her his hers their theirs we us our you your i me my mine who whom
 whose which what there here has have had do does did also not no yes very too""".split())
+
+
+_ECHO = re.compile(r"\s*Please break ?down the following.*$", re.S | re.I)
+
+
+def cut_echo(fact: str) -> str:
+    """``fact`` before the prompt's instruction, when the model ran on into it."""
+    head = _ECHO.sub("", fact).strip()
+    return head if head == fact.strip() else (head.rstrip(" ,;:") + ("" if head.endswith((".", "!", "?")) else ".")
+                                              if head else "")
 
 
 def strip_citations(fact: str) -> str:
@@ -114,10 +126,13 @@ def drop_duplicates(facts: list[str], seen: set | None = None) -> list[str]:
 
 
 def degenerate_kind(fact: str, earlier: list[str]) -> str | None:
-    """What is wrong with ``fact`` given the facts before it in its response: "fragment", "loop"
+    """What is wrong with ``fact`` given the facts before it in its response: "fragment", "echo" (runs
+    on into the prompt's instruction), "loop"
     (repeats a phrase, or third or later link of a growing chain), "duplicate", "citation", or None."""
     if is_fragment(fact):
         return "fragment"
+    if _ECHO.search(fact):
+        return "echo"
     if loop_start(fact) is not None:
         return "loop"
     if len(earlier) >= 2 and extends(fact, earlier[-1]) and extends(earlier[-1], earlier[-2]):
@@ -139,19 +154,36 @@ def degenerate_counts(facts: list[str]) -> dict[str, int]:
     return counts
 
 
-def apply_filters(pairs: list[tuple[str, list[str]]], filters=FILTERS) -> list[tuple[str, list[str]]]:
-    """A response's (sentence, facts) pairs with ``filters`` applied (duplicates across the response)."""
+def _parser():
+    """The spaCy pipeline the conjunction rule reads (the reference clean-up's), or None."""
+    from .atomic_facts import _spacy
+
+    return _spacy()
+
+
+def apply_filters(pairs: list[tuple[str, list[str]]], filters=FILTERS, nlp=None) -> list[tuple[str, list[str]]]:
+    """A response's (sentence, facts) pairs with ``filters`` applied (duplicates across the response).
+    ``conjunctions`` parses with ``nlp`` (default: the clean-up's spaCy pipeline; skipped without one,
+    which the summary's ``spacy_cleanup`` records)."""
+    from .conjunctions import split_conjunctions
+
+    if "conjunctions" in filters and nlp is None:
+        nlp = _parser()
     seen: set = set()
     out = []
     for sent, facts in pairs:
         if "citations" in filters:
             facts = [strip_citations(f) for f in facts]
+        if "echoes" in filters:
+            facts = [f for f in map(cut_echo, facts) if f]
         if "loops" in filters:
             facts = [cut_loop(f) for f in facts]
         if "fragments" in filters:
             facts = [f for f in facts if not is_fragment(f)]
         if "chains" in filters:
             facts = collapse_chains(facts)
+        if "conjunctions" in filters and nlp is not None:
+            facts = split_conjunctions(facts, nlp)
         if "duplicates" in filters:
             facts = drop_duplicates(facts, seen)
         out.append((sent, [f for f in facts if f]))

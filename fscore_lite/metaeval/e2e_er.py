@@ -133,7 +133,7 @@ def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subject
     from .stack_er import fold_combiners, held_out_bios
     from ..training.combiner_cv import cross_validate
     from ..training.examples import Examples, Fact, featurise, load_examples, use_recorded_scores, worker_pool
-    from ..training.own_calibration import apply_calibration, nested_calibrations, own_rows_by_bio
+    from ..training.own_calibration import nested_calibrations, own_rows_by_bio
 
     if folds < 2:
         raise FscoreError(f"--cv needs at least 2 folds, not {folds}")
@@ -187,7 +187,7 @@ def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subject
         rows = own_rows.get(i)
         probs = comb.probability(comb.matrix(rows)) if rows else None
         own.append(bio_scores(comb, probs) if rows else None)
-        own_cal.append(bio_scores(apply_calibration(comb, nested[fold]), probs) if rows and nested[fold] else None)
+        own_cal.append(bio_scores(comb.with_calibration(nested[fold]), probs) if rows and nested[fold] else None)
         paper.append(bio_scores(comb, comb.probability(comb.matrix(paper_rows[i]))))
     table = subject_rows(bios, [ex.human_share[i] for i in chosen], own, paper, own_lists, own_cal)
     return {"folds": folds, "facts": "generated", "decomposer": decomposer,

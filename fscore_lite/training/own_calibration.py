@@ -28,12 +28,9 @@ from ..factscore.combiner import Combiner, share_matching_threshold
 from .combiner_cv import CvResult, cross_validate
 from .examples import Examples
 
-IDENTITY = (1.0, 0.0)  # a combiner without share means: the share is the mean probability
-
-
 def pair_of(comb: Combiner) -> tuple[float, float]:
-    """``comb``'s PACC pair (p̄_S, p̄_NS), the identity pair when it has none."""
-    return (comb.p_supported, comb.p_not_supported) if comb.adjusts else IDENTITY
+    """``comb``'s PACC pair (p̄_S, p̄_NS), the identity pair (1, 0) when it has none."""
+    return comb.pair
 
 
 def fit_shift(mean_probs, human, pairs) -> float:
@@ -61,12 +58,6 @@ def fit_own_calibration(bio_probs: list, human: list[float], pairs: list[tuple[f
     return {"threshold": share_matching_threshold(probs, float(np.mean(hs))), "p_supported": ps,
             "p_not_supported": pns, "method": "paper pair shifted", "shift": shift, "n_bios": len(keep),
             "n_facts": int(sum(len(p) for p in probs))}
-
-
-def apply_calibration(comb: Combiner, calibration: dict) -> Combiner:
-    """``comb`` with the own-facts threshold and its own pair shifted by the calibration's offset."""
-    ps, pns = shifted(pair_of(comb), calibration["shift"])
-    return comb.with_calibration(calibration | {"p_supported": ps, "p_not_supported": pns})
 
 
 def own_rows_by_bio(own: Examples) -> dict[int, list[dict]]:
