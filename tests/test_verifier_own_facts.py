@@ -187,6 +187,7 @@ def _bundle_with_own(src, dest, settings, threshold=0.999999, shift=-0.05):
     entry = bundle.get(VERIFIER)
     pair = [p + shift for p in Combiner.from_json(entry.extra["combiner"]).pair]
     cal = {"threshold": threshold, "p_supported": pair[0], "p_not_supported": pair[1], "shift": shift,
+           "method": "paper pair shifted",
            "n_bios": 9, "n_facts": 90, "calibrated_for_facts": settings | {"facts_file_sha256": "f" * 64}}
     bundle.add(replace(entry, extra=stamp_decisions({**entry.extra, "own_facts_calibration": cal})))
     bundle.save()
@@ -238,6 +239,7 @@ def test_runtime_applies_the_own_calibration_only_to_generated_facts_of_its_sett
     note = own["settings"]["calibration"]
     assert note["fitted_for_these_facts"] and note["applied"].startswith("own facts") and "warning" not in note
     assert note["own_facts"]["fitted_for"]["llm_sha256"] == FactsLLM.sha256
+    assert note["own_facts"]["shift"] == -0.05 and "moved by one offset" in note["own_facts"]["fitted_on"]
     assert plain["settings"]["calibration"]["fitted_for_these_facts"] is False  # today's note, unchanged
 
     # other fact settings (another LLM sha256, or another decomposer): the paper calibration, said so
