@@ -37,7 +37,8 @@ def human_fact_count(bio: AnnotatedBio) -> int:
 
 
 def degenerate_share(fact_lists: list[list[str]]) -> tuple[float | None, dict[str, int]]:
-    """The share of facts that are loops, fragments, duplicates or keep citations, and the counts by kind."""
+    """The share of facts that are loops, fragments, duplicates, echoes of the prompt or keep citations,
+    and the counts by kind."""
     kinds: dict[str, int] = {}
     for facts in fact_lists:
         for k, n in degenerate_counts(facts).items():
