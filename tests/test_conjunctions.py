@@ -13,7 +13,7 @@ spacy = pytest.importorskip("spacy")
 
 @pytest.fixture(scope="module")
 def nlp():
-    from fscore_lite.factscore.atomic_facts import SPACY_MODEL
+    from fscore_lite.factscore.spacy_pipeline import SPACY_MODEL
 
     return spacy.load(SPACY_MODEL)
 

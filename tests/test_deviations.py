@@ -13,6 +13,7 @@ import json
 import pytest
 
 from fscore_lite.factscore import atomic_facts as af
+from fscore_lite.factscore import spacy_pipeline as sp
 
 
 class FakeLLM:
@@ -51,20 +52,20 @@ def test_score_cli_has_the_demo_shortcut_option():
 
 
 def test_spacy_failure_is_warned_once_and_recorded(monkeypatch, capsys):
-    monkeypatch.setattr(af, "_load_spacy", lambda: (None, "OSError: [E050] Can't find model"))
-    af._warn_spacy_skipped.cache_clear()
+    monkeypatch.setattr(sp, "load", lambda: (None, "OSError: [E050] Can't find model"))
+    sp.warn_skipped.cache_clear()
     pairs = [("He was born in 1950.", ["He was born in 1962."])]
     assert af.postprocess(pairs, []) == pairs  # skipped: the raw facts stay
     assert af.postprocess(pairs, []) == pairs
     err = capsys.readouterr().err
     assert err.count("warning: spaCy") == 1 and "clean-up of atomic facts is skipped" in err
     assert af.AtomicFactGenerator(FakeLLM()).describe()["spacy_cleanup"] == "skipped: OSError: [E050] Can't find model"
-    af._warn_spacy_skipped.cache_clear()
+    sp.warn_skipped.cache_clear()
 
 
 def test_spacy_cleanup_recorded_as_applied_when_it_loads(monkeypatch):
-    monkeypatch.setattr(af, "_load_spacy", lambda: (object(), None))
-    assert af.spacy_cleanup_status() == f"applied ({af.SPACY_MODEL})"
+    monkeypatch.setattr(sp, "load", lambda: (object(), None))
+    assert sp.status() == f"applied ({sp.SPACY_MODEL})"
 
 
 def _settings_of(options, models_dir, store, embedder, tmp_path) -> dict:

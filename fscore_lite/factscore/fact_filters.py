@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from . import spacy_pipeline
+
 # the rules of the default decomposer, in the order they run
 FILTERS = ("citations", "echoes", "loops", "fragments", "chains", "conjunctions", "duplicates")
 DESCRIPTION = {
@@ -154,13 +156,6 @@ def degenerate_counts(facts: list[str]) -> dict[str, int]:
     return counts
 
 
-def _parser():
-    """The spaCy pipeline the conjunction rule reads (the reference clean-up's), or None."""
-    from .atomic_facts import _spacy
-
-    return _spacy()
-
-
 def apply_filters(pairs: list[tuple[str, list[str]]], filters=FILTERS, nlp=None) -> list[tuple[str, list[str]]]:
     """A response's (sentence, facts) pairs with ``filters`` applied (duplicates across the response).
     ``conjunctions`` parses with ``nlp`` (default: the clean-up's spaCy pipeline; skipped without one,
@@ -168,7 +163,7 @@ def apply_filters(pairs: list[tuple[str, list[str]]], filters=FILTERS, nlp=None)
     from .conjunctions import split_conjunctions
 
     if "conjunctions" in filters and nlp is None:
-        nlp = _parser()
+        nlp = spacy_pipeline.pipeline()
     seen: set = set()
     out = []
     for sent, facts in pairs:
