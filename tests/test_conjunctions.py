@@ -4,11 +4,10 @@ fact that runs on into the prompt's instruction cut before it."""
 from __future__ import annotations
 
 import pytest
+import spacy  # a runtime dependency (the reference's clean-up reads it too): no skip
 
 from fscore_lite.factscore import fact_filters as ff
 from fscore_lite.factscore.conjunctions import split_conjunctions
-
-spacy = pytest.importorskip("spacy")
 
 
 @pytest.fixture(scope="module")

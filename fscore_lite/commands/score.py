@@ -53,8 +53,8 @@ def score(
     decomposer: str = typer.Option(default(S, "decomposer"), "--decomposer",
                                    help=f"{one_of(S, 'decomposer')}. default (deviations): drafts looked up in the "
                                         "sentence, stop rules against loops, named filters on the facts (citations, "
-                                        "echoes, loops, fragments, chains, conjunctions, duplicates); reference: the paper's decoding and "
-                                        "facts, byte-faithful."),
+                                        "echoes, loops, fragments, chains, conjunctions, duplicates); reference: the "
+                                        "paper's decoding and facts, byte-faithful."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),

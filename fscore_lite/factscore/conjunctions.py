@@ -38,8 +38,7 @@ def _conjuncts(head) -> list:
 
 
 def _joiners(group) -> list:
-    heads = {t.i for t in group}
-    return [c for t in group for c in t.children if c.dep_ in ("cc", "preconj") and t.i in heads]
+    return [c for t in group for c in t.children if c.dep_ in ("cc", "preconj")]
 
 
 def _in_subject(tok) -> bool:

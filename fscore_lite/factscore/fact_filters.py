@@ -20,7 +20,8 @@ from . import spacy_pipeline
 FILTERS = ("citations", "echoes", "loops", "fragments", "chains", "conjunctions", "duplicates")
 DESCRIPTION = {
     "citations": "citation markers such as [1] removed",
-    "echoes": "a fact that runs on into the prompt's instruction (\"Please breakdown the following …\") cut before it",
+    "echoes": ("a fact that runs on into the prompt's instruction (\"Please breakdown the following …\") "
+               "cut before it"),
     "conjunctions": "a fact joining conjuncts with \"and\" split into one fact per conjunct (spaCy parse)",
     "loops": "a fact repeating a 3-word phrase is cut before the repetition",
     "fragments": "facts without a content word (\"He.\", \"She is.\") dropped",
@@ -42,8 +43,10 @@ _ECHO = re.compile(r"\s*Please break ?down the following.*$", re.S | re.I)
 def cut_echo(fact: str) -> str:
     """``fact`` before the prompt's instruction, when the model ran on into it."""
     head = _ECHO.sub("", fact).strip()
-    return head if head == fact.strip() else (head.rstrip(" ,;:") + ("" if head.endswith((".", "!", "?")) else ".")
-                                              if head else "")
+    if head == fact.strip() or not head:
+        return head
+    head = head.rstrip(" ,;:")
+    return head if head.endswith((".", "!", "?")) else head + "."
 
 
 def strip_citations(fact: str) -> str:
