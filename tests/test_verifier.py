@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fscore_lite.factscore.combiner import Combiner, fit_logistic, share_matching_threshold
+from fscore_lite.factscore.combiner import Combiner, fit_logistic, line_pair, share_matching_threshold
 from fscore_lite.factscore.page_features import FEATURES, PageIndex, fact_features
 from fscore_lite.factscore.trained import CE_FEATURES, POSITION_FEATURES, evidence_window, passage_sentences
 from fscore_lite.manifest import Bundle
@@ -114,8 +114,11 @@ def test_tiny_training_writes_both_entries_with_their_records(tiny_build):
     assert tuple(comb["features"]) == CE_FEATURES + FEATURES + POSITION_FEATURES
     assert len(comb["coef"]) == len(comb["mean"]) == len(comb["scale"]) == len(comb["features"])
     assert 0.0 <= comb["threshold"] <= 1.0
-    assert 0.0 < comb["p_not_supported"] < 1.0 and 0.0 < comb["p_supported"] < 1.0  # the PACC means
     t = ver.extra["training"]
+    # the PACC means of the human facts, mapped by the paper's facts' share line (recipe 6)
+    human_pair, line = t["share_means"]["human_facts"], t["share_means"]["paper_line"]
+    assert 0.0 < human_pair[1] < human_pair[0] < 1.0 and line[1] > 0 and t["share_means"]["n_subjects"] == 3
+    assert (comb["p_supported"], comb["p_not_supported"]) == pytest.approx(line_pair(tuple(human_pair), *line))
     assert t["snli"]["train_pairs"] == 12 and t["snli"]["test_pairs"] == 12  # the "-" pair is dropped
     assert set(t["inputs_sha256"]) >= {"snli_train", "snli_test", "checkpoint/model.safetensors",
                                        "factscore-labeled/ChatGPT.jsonl", "wiki-factscore-dev/pages.jsonl"}
@@ -313,13 +316,15 @@ def test_held_out_figures_of_a_fact_stage_verifier_use_the_recorded_scores(tiny_
     rep = run_er_cv(tiny_inputs["data"], settings, folds=2, progress=False)
     assert rep["recorded_oof_facts"] == len(ex.human) + len(ex.model)
     assert rep["subjects"] == report["cv"]
-    # the paired difference is the difference of the two estimates over the same bios, inside its interval
-    lexical = {r["subject"]: r["estimated"] for r in rep["lexical"]}
+    # the paired difference is the difference of the two estimates over the same bios (before the
+    # aggregate's clip), inside its interval
+    lexical = {r["subject"]: r["estimated_unclipped"] for r in rep["lexical"]}
     for r, d in zip(rep["subjects"], rep["trained_minus_lexical"]):
-        assert d["subject"] == r["subject"] and d["difference"] == pytest.approx(r["estimated"] - lexical[r["subject"]])
+        assert r["estimated"] == pytest.approx(min(100.0, max(0.0, r["estimated_unclipped"])))
+        assert d["subject"] == r["subject"] and d["difference"] == pytest.approx(r["estimated_unclipped"] - lexical[r["subject"]])
         assert d["ci95"][0] - 0.01 <= d["difference"] <= d["ci95"][1] + 0.01
         lo, hi = r["signed_error_ci95"]
-        assert lo - 0.01 <= r["estimated"] - r["human"] <= hi + 0.01
+        assert lo - 0.01 <= r["estimated_unclipped"] - r["human"] <= hi + 0.01
         if r["f1_ns"] is not None:
             assert r["f1_ns_ci95"][0] - 1e-4 <= r["f1_ns"] <= r["f1_ns_ci95"][1] + 1e-4
     from fscore_lite.metaeval.cv_report import format_cv_report

@@ -14,6 +14,7 @@ import pytest
 from fscore_lite.backends.llm import LLMStats
 from fscore_lite.errors import FscoreError
 from fscore_lite.factscore.atomic_facts import describe_settings
+from fscore_lite.factscore.combiner import line_pair
 from fscore_lite.factscore.score import pacc_unclipped
 from fscore_lite.manifest import Bundle, stamp_decisions
 from fscore_lite.training.labeled import AnnotatedBio
@@ -40,11 +41,11 @@ def test_shift_recovers_the_offset_of_own_facts_and_keeps_the_pairs_spread():
     # own facts read 0.08 lower than the paper pair predicts; half the bios scored by another fold's pair
     pairs = [(0.7, 0.3) if i % 2 else (0.75, 0.25) for i in range(300)]
     probs = [_bios(rng, [h], p, shift=-0.08, n_facts=40)[0] for h, p in zip(shares, pairs)]
-    cal = fit_own_calibration(probs, list(shares), pairs, target=(0.72, 0.28))
-    assert cal["n_bios"] == 300 and cal["n_facts"] == 12000 and cal["method"] == "paper pair shifted"
-    assert cal["shift"] == pytest.approx(-0.08, abs=0.01)
+    cal = fit_own_calibration(probs, list(shares), pairs, target=(0.72, 0.28))  # one subject: the level only
+    assert cal["n_bios"] == 300 and cal["n_facts"] == 12000 and cal["method"] == "share line"
+    assert cal["n_subjects"] == 1 and cal["line"][1] == 1.0
     assert cal["p_supported"] - cal["p_not_supported"] == pytest.approx(0.44, abs=1e-12)  # the target's spread
-    assert cal["p_not_supported"] == pytest.approx(0.28 + cal["shift"], abs=1e-12)
+    assert cal["p_not_supported"] - 0.28 == pytest.approx(-0.08, abs=0.01)  # the offset, in probability
     # applied through the PACC path, the mean share estimate of new bios is their mean human share,
     # also for subjects whose shares differ (the spread is kept, so nothing is pulled to the middle)
     for lo, hi in ((0.2, 0.4), (0.6, 0.8)):
@@ -149,8 +150,9 @@ def test_build_records_the_own_facts_calibration_and_refits_on_a_changed_file(ow
     assert cal["calibrated_for_facts"] == SETTINGS | {"facts_file_sha256": sha}
     assert 0 <= cal["threshold"] <= 1 and cal["n_bios"] == report["bios"] and report["own_facts_sha256"] == sha
     comb = entry.extra["combiner"]
+    assert cal["method"] == "share line" and cal["line"][1] > 0
     assert (cal["p_supported"], cal["p_not_supported"]) == pytest.approx(
-        (comb["p_supported"] + cal["shift"], comb["p_not_supported"] + cal["shift"]))
+        line_pair((comb["p_supported"], comb["p_not_supported"]), *cal["line"]))
     # the same combiner as a build without the file: only the calibration of generated facts is added
     plain = Bundle(tiny_build[0]).get(VERIFIER)
     assert entry.extra["combiner"] == plain.extra["combiner"] and "own_facts_calibration" not in plain.extra
@@ -177,17 +179,17 @@ class FactsLLM(ScriptedLLM):
     stats = LLMStats()
 
 
-def _bundle_with_own(src, dest, settings, threshold=0.999999, shift=-0.05):
+def _bundle_with_own(src, dest, settings, threshold=0.999999, line=(-0.1, 1.2)):
     """A copy of the tiny bundle whose verifier carries an own-facts calibration fitted for ``settings``
-    (its share means: the combiner's moved by ``shift``, as the build records them)."""
+    (its share means: the combiner's mapped by the share ``line``, as the build records them)."""
     from fscore_lite.factscore.combiner import Combiner
 
     shutil.copytree(src, dest)
     bundle = Bundle(dest)
     entry = bundle.get(VERIFIER)
-    pair = [p + shift for p in Combiner.from_json(entry.extra["combiner"]).pair]
-    cal = {"threshold": threshold, "p_supported": pair[0], "p_not_supported": pair[1], "shift": shift,
-           "method": "paper pair shifted",
+    pair = line_pair(Combiner.from_json(entry.extra["combiner"]).pair, *line)
+    cal = {"threshold": threshold, "p_supported": pair[0], "p_not_supported": pair[1], "line": list(line),
+           "method": "share line", "n_subjects": 3,
            "n_bios": 9, "n_facts": 90, "calibrated_for_facts": settings | {"facts_file_sha256": "f" * 64}}
     bundle.add(replace(entry, extra=stamp_decisions({**entry.extra, "own_facts_calibration": cal})))
     bundle.save()
@@ -239,7 +241,7 @@ def test_runtime_applies_the_own_calibration_only_to_generated_facts_of_its_sett
     note = own["settings"]["calibration"]
     assert note["fitted_for_these_facts"] and note["applied"].startswith("own facts") and "warning" not in note
     assert note["own_facts"]["fitted_for"]["llm_sha256"] == FactsLLM.sha256
-    assert note["own_facts"]["shift"] == -0.05 and "moved by one offset" in note["own_facts"]["fitted_on"]
+    assert note["own_facts"]["line"] == [-0.1, 1.2] and "-0.1000 + 1.2000 × PACC" in note["own_facts"]["fitted_on"]
     assert plain["settings"]["calibration"]["fitted_for_these_facts"] is False  # today's note, unchanged
 
     # other fact settings (another LLM sha256, or another decomposer): the paper calibration, said so

@@ -58,9 +58,12 @@ class Combiner:
 
     def with_calibration(self, calibration: dict) -> "Combiner":
         """The same weights with another calibration (the own-facts calibration of the verifier's
-        manifest entry): its threshold, and this combiner's share means moved by its ``shift``
-        (a record without one, of an older recipe, gives the share means themselves)."""
-        if "shift" in calibration:
+        manifest entry): its threshold, and this combiner's share means mapped by its share ``line``
+        (:func:`line_pair`) or moved by its ``shift`` (recipe 5-6); a record with neither, of an
+        older recipe, gives the share means themselves."""
+        if "line" in calibration:
+            ps, pns = line_pair(self.pair, *calibration["line"])
+        elif "shift" in calibration:
             ps, pns = (p + calibration["shift"] for p in self.pair)
         else:
             ps, pns = calibration["p_supported"], calibration["p_not_supported"]
@@ -84,6 +87,16 @@ class Combiner:
             return None
         share = (float(probs.mean()) - self.p_not_supported) / (self.p_supported - self.p_not_supported)
         return min(1.0, max(0.0, share))
+
+
+def line_pair(pair: tuple[float, float], a: float, b: float) -> tuple[float, float]:
+    """The share means under which PACC gives ``a + b·u``, ``u`` being PACC under ``pair``
+    (:mod:`fscore_lite.training.share_line`): ``p̄'_S − p̄'_NS = (p̄_S − p̄_NS)/b`` and
+    ``p̄'_NS = p̄_NS − a·(p̄_S − p̄_NS)/b``."""
+    s, ns = pair
+    spread = (s - ns) / b
+    low = ns - a * spread
+    return low + spread, low
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, features: tuple[str, ...], l2: float = 1.0,

@@ -196,7 +196,7 @@ def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subject
             "verifier": entry.name, "verifier_sha256": entry.sha256, "calibrated_on": "paper facts",
             "facts_source": source,
             "own_calibration": {str(k): None if c is None else {
-                **{key: c[key] for key in ("threshold", "p_supported", "p_not_supported", "shift", "n_bios",
+                **{key: c[key] for key in ("threshold", "p_supported", "p_not_supported", "line", "n_bios",
                                            "n_facts")},
                 "fit_topics": sorted({ex.bios[i].topic for i in c["bios"]})} for k, c in nested.items()},
             "limit": limit, "topics": len(ex.topics), "bios": len(chosen), "threads": settings.threads,

@@ -24,7 +24,7 @@ from collections import Counter
 import numpy as np
 
 from ..errors import FscoreError
-from ..training.combiner_cv import CvResult, bio_estimate, bio_probabilities, cross_validate
+from ..training.combiner_cv import CvResult, aggregate_estimate, bio_estimate, bio_probabilities, cross_validate
 from ..training.examples import Examples
 from ..training.examples import held_out_bios  # noqa: F401  (re-exported)
 from ..training.labeled import SUBJECTS
@@ -130,8 +130,8 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
         if not idx:
             continue
         human = 100 * float(np.mean([ex.human_share[i] for i in idx]))
-        t_est = 100 * float(np.mean([oof.bio_estimate[i] for i in idx]))
-        s_est = 100 * float(np.mean([stacked[i] for i in idx]))
+        t_est = 100 * aggregate_estimate([oof.bio_estimate[i] for i in idx])
+        s_est = 100 * aggregate_estimate([stacked[i] for i in idx])
         humans, topics = [ex.human_share[i] for i in idx], [ex.bios[i].topic for i in idx]
         table.append({"subject": s, "n_bios": len(idx), "n_facts": sum(facts_of[i] for i in idx), "human": human,
                       "trained": {"estimated": t_est, "error_rate": abs(t_est - human), "signed_error_ci95":
@@ -140,7 +140,8 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
                                   signed_error_ci([stacked[i] for i in idx], humans, topics)}})
 
     per_bio = [{"subject": ex.bios[i].subject, "topic": ex.bios[i].topic, "human": 100 * ex.human_share[i],
-                "trained": 100 * oof.bio_estimate[i], "stacked": 100 * stacked[i]} for i in bios]
+                "trained": 100 * aggregate_estimate([oof.bio_estimate[i]]),
+                "stacked": 100 * aggregate_estimate([stacked[i]])} for i in bios]  # each bio's share clipped
     mae = {k: float(np.mean([abs(b[k] - b["human"]) for b in per_bio])) for k in ("trained", "stacked")}
     return {"folds": folds, "verifier": entry.name, "verifier_sha256": entry.sha256, "llm": llm.name,
             "llm_sha256": llm.sha256, "chat_template": bool(llm.chat_template), "limit": limit, "every": every,

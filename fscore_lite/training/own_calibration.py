@@ -7,14 +7,13 @@ FActScore, so the own-facts calibration is fitted at the bio level, over the tra
 bio's fact probabilities coming from the fold combiner that never saw its topic (so the fit
 mimics unseen topics):
 
-* **share**: the paper pair shifted by one offset, ``(p̄_S + c, p̄_NS + c)``: ``c`` is the mean over
-  bios of ``m − (p̄_NS + h·(p̄_S − p̄_NS))``, how far a bio's mean own-fact probability ``m`` lies
-  from what the paper pair predicts for its human share ``h``. The pair's spread (the slope from
-  share to mean probability, measured fact by fact on labelled facts) is kept; only the level is
-  refitted, so the mean over the training bios of the corrected share is their mean human share.
-  A per-bio least-squares line ``h ≈ α + β·m`` was tried first: the noise of one bio's mean
-  probability flattens its slope, so across subjects it pulled every estimate toward the middle
-  (docs/E2E.md has both, held out);
+* **share**: the paper pair mapped by the own facts' share line
+  (:mod:`~fscore_lite.training.share_line`): ``h ≈ a + b·u``, ``u`` a bio's unclipped PACC share
+  of its own facts under its fold's pair, fitted between the subjects' means (not through the bios,
+  whose noise flattens the slope). With one subject only the level is fitted (``b = 1``). Before
+  it, the pair was moved by one offset only (recipe 5): with more bios that kept the strongest
+  subject 5 points high, because the own facts set subjects further apart than the pair predicts
+  (docs/E2E.md has each, held out);
 * **threshold**: :func:`~fscore_lite.factscore.combiner.share_matching_threshold` of the own
   facts' probabilities against the training bios' mean human share.
 
@@ -24,8 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..factscore.combiner import Combiner, share_matching_threshold
+from ..factscore.combiner import Combiner, line_pair, share_matching_threshold
+from ..factscore.score import pacc_unclipped
 from .combiner_cv import CvResult, cross_validate
+from .share_line import fit_share_line
 from .examples import Examples
 
 def pair_of(comb: Combiner) -> tuple[float, float]:
@@ -33,30 +34,24 @@ def pair_of(comb: Combiner) -> tuple[float, float]:
     return comb.pair
 
 
-def fit_shift(mean_probs, human, pairs) -> float:
-    """The offset ``c``: mean over bios of ``m − (p̄_NS + h·(p̄_S − p̄_NS))``, each bio with the pair of
-    the combiner that gave its probabilities."""
-    gaps = [m - (ns + h * (s - ns)) for m, h, (s, ns) in zip(mean_probs, human, pairs)]
-    return float(np.mean(gaps))
-
-
-def shifted(pair: tuple[float, float], shift: float) -> tuple[float, float]:
-    return pair[0] + shift, pair[1] + shift
-
-
 def fit_own_calibration(bio_probs: list, human: list[float], pairs: list[tuple[float, float]],
-                        target: tuple[float, float]) -> dict:
-    """Threshold and share means fitted on bios' own-fact probabilities against their human shares
+                        target: tuple[float, float], groups: list[str] | None = None) -> dict:
+    """Threshold and share line fitted on bios' own-fact probabilities against their human shares
     (bios without facts are left out); ``pairs``: per bio, the pair of the combiner that gave its
-    probabilities; ``target``: the pair of the combiner the calibration is for."""
-    keep = [(np.asarray(p, dtype=np.float64), float(h), pair) for p, h, pair in zip(bio_probs, human, pairs) if len(p)]
+    probabilities; ``target``: the pair of the combiner the calibration is for; ``groups``: per bio,
+    its subject (the line is fitted between their means)."""
+    groups = list(groups) if groups is not None else [None] * len(bio_probs)
+    keep = [(np.asarray(p, dtype=np.float64), float(h), pair, g)
+            for p, h, pair, g in zip(bio_probs, human, pairs, groups) if len(p)]
     if len(keep) < 2:
         raise ValueError(f"the own-facts calibration needs at least 2 bios with facts, not {len(keep)}")
-    probs, hs = [p for p, _, _ in keep], [h for _, h, _ in keep]
-    shift = fit_shift([float(p.mean()) for p in probs], hs, [pair for _, _, pair in keep])
-    ps, pns = shifted(target, shift)
+    probs, hs = [p for p, *_ in keep], [h for _, h, *_ in keep]
+    a, b = fit_share_line([pacc_unclipped(float(p.mean()), *pair) for p, _, pair, _ in keep], hs,
+                          [g for *_, g in keep])
+    ps, pns = line_pair(target, a, b)
     return {"threshold": share_matching_threshold(probs, float(np.mean(hs))), "p_supported": ps,
-            "p_not_supported": pns, "method": "paper pair shifted", "shift": shift, "n_bios": len(keep),
+            "p_not_supported": pns, "method": "share line", "line": [a, b],
+            "n_subjects": len({g for *_, g in keep}), "n_bios": len(keep),
             "n_facts": int(sum(len(p) for p in probs))}
 
 
@@ -90,7 +85,8 @@ def calibration_from_cv(ex: Examples, cv: CvResult, own_rows: dict[int, list[dic
     probs = out_of_fold_probs(cv, sorted(own_rows), own_rows, lambda i: ex.bios[i].topic)
     bios = sorted(probs)
     return fit_own_calibration([probs[i][0] for i in bios], [ex.human_share[i] for i in bios],
-                               [probs[i][1] for i in bios], pair_of(target)) | {"bios": bios}
+                               [probs[i][1] for i in bios], pair_of(target),
+                               [ex.bios[i].subject for i in bios]) | {"bios": bios}
 
 
 def nested_calibrations(ex: Examples, outer: dict[str, int], own_rows: dict[int, list[dict]],

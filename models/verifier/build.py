@@ -54,8 +54,9 @@ NLI_LICENSE = ("Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2); trained on 
 # The recipe's version, recorded in the manifest: `train verifier --if-missing` rebuilds an older one
 # (2: the combiner carries the PACC means; 3: and the fact's position in its response; 4: the SNLI
 # stage without dropout, with eager attention, 64 pairs a step at 1.6e-4, on 75,000 pairs; 5: the own-facts
-# calibration is the paper pair shifted by one offset, not a per-bio least-squares line).
-BUILDER = 5
+# calibration is the paper pair shifted by one offset, not a per-bio least-squares line; 6: both the paper pair
+# and the own-facts calibration mapped by a share line fitted between the subjects' means).
+BUILDER = 6
 VERIFIER_LICENSE = NLI_LICENSE + "; combiner fitted on FActScore human labels (MIT) and Wikipedia text (CC BY-SA)"
 
 
@@ -164,7 +165,8 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     from fscore_lite.factscore.page_features import FEATURES
     from fscore_lite.factscore.trained import CE_FEATURES, POSITION_FEATURES
     from fscore_lite.store import open_store
-    from fscore_lite.training.combiner_cv import cross_validate, fit_combiner, pacc_means, per_subject
+    from fscore_lite.factscore.combiner import line_pair
+    from fscore_lite.training.combiner_cv import cross_validate, fit_combiner, pacc_means, paper_line, per_subject
     from fscore_lite.training.examples import featurise, load_examples, worker_pool
     from fscore_lite.training.labeled import wiki_pages
     from fscore_lite_index.wiki import ensure_store
@@ -243,8 +245,13 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     oof = cross_validate(ex, names, cfg.folds, cfg.l2, adjust=True)
     cv = per_subject(ex, oof)
     lexical = per_subject(ex, cross_validate(ex, FEATURES, cfg.folds, cfg.l2, adjust=True))
-    # the final combiner; its PACC means from the out-of-fold probabilities of every human fact
-    comb = fit_combiner(ex, names, set(ex.topics), cfg.l2).with_adjustment(*pacc_means(ex, oof.human_prob))
+    # the final combiner; its PACC means from the out-of-fold probabilities of every human fact, mapped by
+    # the share line of the out-of-fold probabilities of the paper's facts of every training bio
+    pair = pacc_means(ex, oof.human_prob)
+    line = paper_line(ex, oof, pair)
+    comb = fit_combiner(ex, names, set(ex.topics), cfg.l2).with_adjustment(*line_pair(pair, *line))
+    log(f"share means: ({pair[0]:.4f}, {pair[1]:.4f}) from the human facts, mapped for the paper's facts by the "
+        f"share line a {line[0]:+.4f} b {line[1]:.4f} to ({comb.p_supported:.4f}, {comb.p_not_supported:.4f})")
     timings["combiner_s"] = time.monotonic() - t
 
     # 4b. the threshold and share means for the facts the default decomposer makes, when they are shipped
@@ -281,6 +288,8 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         "cv_folds": cfg.folds,
         "cv": cv,
         "cv_lexical": lexical,
+        "share_means": {"human_facts": list(pair), "paper_line": list(line),
+                        "n_subjects": len({b.subject for b in ex.bios})},
         "own_facts_sha256": own_cal["calibrated_for_facts"]["facts_file_sha256"] if own_cal else None,
         "store_sha256": store.sha256,
         "embed_sha256": pool[0][0].embedder.sha256,
