@@ -33,6 +33,8 @@ SPLIT = {
         ["He has written several successful stage productions.", "He has directed several successful stage productions."],
     "Emily Taheny is an actress and singer.": ["Emily Taheny is an actress.", "Emily Taheny is a singer."],
     "The film starred Mohanlal and Ajay Devgn.": ["The film starred Mohanlal.", "The film starred Ajay Devgn."],
+    # a second clause with its own subject: the joining ", and" goes with it
+    "He won the race, and she lost the game.": ["He won the race.", "She lost the game."],
 }
 
 WHOLE = [

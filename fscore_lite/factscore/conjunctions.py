@@ -123,14 +123,14 @@ def _tail(group) -> list:
 
 def _split_clauses(doc, root, conj) -> list[list] | None:
     """"S V1 … and V2 …" → [S V1 …, S [aux] V2 …]; None when the conjunct cannot stand alone."""
-    if any(c.dep_ in SUBJECTS for c in conj.children):
-        return [[t for t in doc if t.i not in {x.i for x in conj.subtree}], list(conj.subtree)]
+    glue = {c.i for c in root.children if c.dep_ in ("cc", "punct") and root.i < c.i < conj.i}
+    if any(c.dep_ in SUBJECTS for c in conj.children):  # "…, and she lost …": the joining words go
+        return [[t for t in doc if t.i not in {x.i for x in conj.subtree} and t.i not in glue], list(conj.subtree)]
     subj = [x for c in root.children if c.dep_ in SUBJECTS for x in c.subtree]
     if not subj:
         return None
     shared = _tail([root, conj]) if _right_bare([root, conj]) else []
     own = {x.i for x in conj.subtree} - {x.i for x in shared}
-    glue = {c.i for c in root.children if c.dep_ in ("cc", "punct") and root.i < c.i < conj.i}
     first = [t for t in doc if t.i not in own and t.i not in glue]
     aux = [c for c in root.children if c.dep_ in ("aux", "auxpass", "neg") and c.i < root.i]
     if conj.pos_ != "VERB" or any(c.dep_ in ("aux", "auxpass") and c.tag_ in _FINITE for c in conj.children):
