@@ -139,27 +139,35 @@ def test_the_summary_names_each_share_line():
     note = calibration_note(extra | {"own_facts_calibration": own}, 0, "default")
     assert "+0.0200 + 1.3000" in note["own_facts"]["fitted_on"] and note["own_facts"]["line"] == [0.02, 1.3]
     assert note["fitted_on"] == moved
+    level = calibration_note(extra | {"own_facts_calibration": own | {"method": "share level", "line": [0.05, 1.0]}},
+                             0, "default")
+    assert "one level on the PACC scale (share = +0.0500 + PACC share)" in level["own_facts"]["fitted_on"]
 
 
-def _per_bio(rng, offsets):
+def _per_bio(rng, offsets, slope=1.5):
     """Per-bio records as ``run_e2e_cv`` writes them: own facts' unclipped PACC read from the human share
-    through the line h = 0.1 + 1.5·u, each subject's readings moved by its offset."""
+    through the line h = 0.1 + slope·u, each subject's readings moved by its offset."""
     out = []
     for subject, (lo, hi) in SUBJECTS.items():
         for j in range(100):
             h = float(rng.uniform(lo, hi))
-            u = (h - 0.1) / 1.5 + offsets.get(subject, 0.0) + rng.normal(0, 0.02)
+            u = (h - 0.1) / slope + offsets.get(subject, 0.0) + rng.normal(0, 0.02)
             out.append({"subject": subject, "fold": j % 5, "human": 100 * h, "own": {"pacc": u}})
     return out
 
 
-def test_subject_holdout_fits_each_subjects_line_on_the_others_only():
+def test_subject_holdout_fits_each_subjects_calibration_on_the_others_only():
     from fscore_lite.metaeval.e2e_table import subject_holdout
 
     rng = np.random.default_rng(5)
-    rows = {r["subject"]: r for r in subject_holdout(_per_bio(rng, {}))}
+    rows = {r["subject"]: r for r in subject_holdout(_per_bio(rng, {}), between_subjects=True)}
     assert set(rows) == set(SUBJECTS) and all(r["error_rate"] < 1.5 for r in rows.values())
     # a subject whose facts read 0.1 higher than the others': the line of the others misses it by 1.5 × 0.1
-    moved = {r["subject"]: r for r in subject_holdout(_per_bio(rng, {"middle": 0.1}))}
+    moved = {r["subject"]: r for r in subject_holdout(_per_bio(rng, {"middle": 0.1}), between_subjects=True)}
     assert moved["middle"]["estimated"] - moved["middle"]["human"] == pytest.approx(15, abs=2)
+    # the level (as shipped): right where the pair's slope holds, and blind to the left-out subject
+    level = {r["subject"]: r for r in subject_holdout(_per_bio(rng, {}, slope=1.0))}
+    assert all(r["error_rate"] < 1.5 for r in level.values())
+    level = {r["subject"]: r for r in subject_holdout(_per_bio(rng, {"high": -0.08}, slope=1.0))}
+    assert level["high"]["human"] - level["high"]["estimated"] == pytest.approx(8, abs=2)
     assert subject_holdout([r for r in _per_bio(rng, {}) if r["subject"] == "low"]) == []

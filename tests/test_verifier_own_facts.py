@@ -42,7 +42,7 @@ def test_shift_recovers_the_offset_of_own_facts_and_keeps_the_pairs_spread():
     pairs = [(0.7, 0.3) if i % 2 else (0.75, 0.25) for i in range(300)]
     probs = [_bios(rng, [h], p, shift=-0.08, n_facts=40)[0] for h, p in zip(shares, pairs)]
     cal = fit_own_calibration(probs, list(shares), pairs, target=(0.72, 0.28))  # one subject: the level only
-    assert cal["n_bios"] == 300 and cal["n_facts"] == 12000 and cal["method"] == "share line"
+    assert cal["n_bios"] == 300 and cal["n_facts"] == 12000 and cal["method"] == "share level"
     assert cal["n_subjects"] == 1 and cal["line"][1] == 1.0
     assert cal["p_supported"] - cal["p_not_supported"] == pytest.approx(0.44, abs=1e-12)  # the target's spread
     assert cal["p_not_supported"] - 0.28 == pytest.approx(-0.08, abs=0.01)  # the offset, in probability
@@ -150,7 +150,7 @@ def test_build_records_the_own_facts_calibration_and_refits_on_a_changed_file(ow
     assert cal["calibrated_for_facts"] == SETTINGS | {"facts_file_sha256": sha}
     assert 0 <= cal["threshold"] <= 1 and cal["n_bios"] == report["bios"] and report["own_facts_sha256"] == sha
     comb = entry.extra["combiner"]
-    assert cal["method"] == "share line" and cal["line"][1] > 0
+    assert cal["method"] == "share level" and cal["line"][1] == 1.0  # the level on the paper facts' line
     assert (cal["p_supported"], cal["p_not_supported"]) == pytest.approx(
         line_pair((comb["p_supported"], comb["p_not_supported"]), *cal["line"]))
     # the same combiner as a build without the file: only the calibration of generated facts is added

@@ -122,13 +122,16 @@ OWN_CALIBRATION = ("the facts the decomposer made for the training bios (thresho
                    "out-of-fold probabilities; share means: {})")
 OWN_SHARE_MEANS = {"paper pair shifted": "the paper calibration's share means moved by one offset (shift), fitted so "
                                          "that the bios' mean share estimate is their mean human FActScore",
-                   "share line": "the paper calibration's share means mapped by " + SHARE_LINE}
+                   "share line": "the paper calibration's share means mapped by " + SHARE_LINE,
+                   "share level": "the paper calibration's share means moved by one level on the PACC scale (share = "
+                                  "{a:+.4f} + PACC share), fitted so that the training bios' mean share estimate is "
+                                  "their mean human FActScore"}
 OLDER_SHARE_MEANS = "least squares of the bios' human FActScore on their mean probability (a recipe-4 record)"
 
 
 def _share_means_text(own: dict) -> str:
     text = OWN_SHARE_MEANS.get(own.get("method"), OLDER_SHARE_MEANS)
-    if own.get("method") == "share line":
+    if own.get("method") in ("share line", "share level"):
         text = text.format(a=own["line"][0], b=own["line"][1], n=own.get("n_subjects", "?"))
     return text
 

@@ -125,6 +125,7 @@ def run_e2e_cv(data, settings, folds: int = 5, limit: int | None = None, subject
                                                                           for r in table})}
                                     if table and all(r.get("own_calibrated") for r in table) else {}),
             "per_bio": per_bio, "subject_holdout": subject_holdout(per_bio),
+            "subject_holdout_between_subjects": subject_holdout(per_bio, between_subjects=True),
             "generation_s": round(gen_s, 1), "llm_calls": llm.stats.__dict__,
             "total_s": round(time.monotonic() - t0, 1)}
 

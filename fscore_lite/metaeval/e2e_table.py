@@ -146,7 +146,7 @@ def format_e2e_report(report: dict) -> str:
     if skipped:
         lines.append(f"{skipped} bios got no own facts (status no_facts in score) and are left out of both columns")
     if report.get("subject_holdout"):
-        lines.append("own-facts line refitted without the subject (a new LM; approximate, from the per-bio shares): "
+        lines.append("own-facts level refitted without the subject (a new LM; approximate, from the per-bio shares): "
                      + " · ".join(f"{r['subject']} {r['estimated']:.1f} (ER {r['error_rate']:.1f})"
                                   for r in report["subject_holdout"]))
     rp = report["ranking_preserved"]
@@ -168,12 +168,13 @@ def record_scores(rec: dict) -> dict | None:
     return {"readable": readable, "decisions": decided, "pacc": pacc, "pacc_clipped": min(1.0, max(0.0, pacc))}
 
 
-def subject_holdout(per_bio: list[dict]) -> list[dict]:
-    """The own-facts share line refitted without each subject, as for an LM no training bio came from
-    (approximate: from the run's per-bio shares). For each outer fold and subject S: the line between the
-    other subjects' means (:func:`~fscore_lite.training.share_line.fit_share_line`) over the other folds'
-    bios — their own facts' unclipped PACC ``own.pacc`` under their fold combiner, against their human
-    score — applied to fold's bios of S. Unlike the nested fit, those bios' shares come from the outer
+def subject_holdout(per_bio: list[dict], between_subjects: bool = False) -> list[dict]:
+    """The own-facts calibration refitted without each subject, as for an LM no training bio came from
+    (approximate: from the run's per-bio shares). For each outer fold and subject S: the level (as
+    shipped; ``between_subjects``: the line between the other subjects' means,
+    :func:`~fscore_lite.training.share_line.fit_share_line`) over the other folds' bios of the other
+    subjects — their own facts' unclipped PACC ``own.pacc`` under their fold combiner, against their
+    human score — applied to the fold's bios of S. Unlike the nested fit, those bios' shares come from the outer
     fold combiners, whose training topics include the held-out fold's; the verifier's combiner and its
     paper-facts line still see every subject. Per subject: human, estimate (clipped once), ER."""
     from ..training.share_line import fit_share_line
@@ -190,7 +191,7 @@ def subject_holdout(per_bio: list[dict]) -> list[dict]:
             if not train or not held:
                 continue
             a, k = fit_share_line([b["own"]["pacc"] for b in train], [b["human"] / 100 for b in train],
-                                  [b["subject"] for b in train])
+                                  [b["subject"] for b in train] if between_subjects else None)
             est[s] += [a + k * b["own"]["pacc"] for b in held]
     out = []
     for s in subjects:

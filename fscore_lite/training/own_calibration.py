@@ -7,13 +7,13 @@ FActScore, so the own-facts calibration is fitted at the bio level, over the tra
 bio's fact probabilities coming from the fold combiner that never saw its topic (so the fit
 mimics unseen topics):
 
-* **share**: the paper pair mapped by the own facts' share line
-  (:mod:`~fscore_lite.training.share_line`): ``h ≈ a + b·u``, ``u`` a bio's unclipped PACC share
-  of its own facts under its fold's pair, fitted between the subjects' means (not through the bios,
-  whose noise flattens the slope). With one subject only the level is fitted (``b = 1``). Before
-  it, the pair was moved by one offset only (recipe 5): with more bios that kept the strongest
-  subject 5 points high, because the own facts set subjects further apart than the pair predicts
-  (docs/E2E.md has each, held out);
+* **share**: a level on the PACC scale (:mod:`~fscore_lite.training.share_line` with the slope fixed
+  at 1): ``h ≈ a + u``, ``u`` a bio's unclipped PACC share of its own facts under its fold's pair.
+  That pair is already mapped by the paper facts' share line (fitted between subjects' means, so
+  it carries how far apart the subjects read), so only the own facts' level is left to fit. A line
+  between subjects refitted on the own facts (``groups``) was as good held out by topic but missed
+  by 7–8 points for a subject left out of the fit, the level by 1–3 (docs/E2E.md); recipe 5 moved
+  the human facts' pair by one offset, which left the strongest subject 5 points high;
 * **threshold**: :func:`~fscore_lite.factscore.combiner.share_matching_threshold` of the own
   facts' probabilities against the training bios' mean human share.
 
@@ -39,10 +39,10 @@ def fit_own_calibration(bio_probs: list, human: list[float], pairs: list[tuple[f
     """Threshold and share line fitted on bios' own-fact probabilities against their human shares
     (bios without facts are left out); ``pairs``: per bio, the pair of the combiner that gave its
     probabilities; ``target``: the pair of the combiner the calibration is for; ``groups``: per bio,
-    its subject (the line is fitted between their means)."""
-    groups = list(groups) if groups is not None else [None] * len(bio_probs)
+    its subject, to fit a line between their means (default: the level only)."""
+    labels = list(groups) if groups is not None else [None] * len(bio_probs)
     keep = [(np.asarray(p, dtype=np.float64), float(h), pair, g)
-            for p, h, pair, g in zip(bio_probs, human, pairs, groups) if len(p)]
+            for p, h, pair, g in zip(bio_probs, human, pairs, labels) if len(p)]
     if len(keep) < 2:
         raise ValueError(f"the own-facts calibration needs at least 2 bios with facts, not {len(keep)}")
     probs, hs = [p for p, *_ in keep], [h for _, h, *_ in keep]
@@ -50,7 +50,7 @@ def fit_own_calibration(bio_probs: list, human: list[float], pairs: list[tuple[f
                           [g for *_, g in keep])
     ps, pns = line_pair(target, a, b)
     return {"threshold": share_matching_threshold(probs, float(np.mean(hs))), "p_supported": ps,
-            "p_not_supported": pns, "method": "share line", "line": [a, b],
+            "p_not_supported": pns, "method": "share line" if groups is not None else "share level", "line": [a, b],
             "n_subjects": len({g for *_, g in keep}), "n_bios": len(keep),
             "n_facts": int(sum(len(p) for p in probs))}
 
@@ -85,8 +85,7 @@ def calibration_from_cv(ex: Examples, cv: CvResult, own_rows: dict[int, list[dic
     probs = out_of_fold_probs(cv, sorted(own_rows), own_rows, lambda i: ex.bios[i].topic)
     bios = sorted(probs)
     return fit_own_calibration([probs[i][0] for i in bios], [ex.human_share[i] for i in bios],
-                               [probs[i][1] for i in bios], pair_of(target),
-                               [ex.bios[i].subject for i in bios]) | {"bios": bios}
+                               [probs[i][1] for i in bios], pair_of(target)) | {"bios": bios}
 
 
 def nested_calibrations(ex: Examples, outer: dict[str, int], own_rows: dict[int, list[dict]],
