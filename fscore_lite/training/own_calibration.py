@@ -51,7 +51,7 @@ def fit_own_calibration(bio_probs: list, human: list[float], pairs: list[tuple[f
     ps, pns = line_pair(target, a, b)
     return {"threshold": share_matching_threshold(probs, float(np.mean(hs))), "p_supported": ps,
             "p_not_supported": pns, "method": "share line" if groups is not None else "share level", "line": [a, b],
-            "n_subjects": len({g for *_, g in keep}), "n_bios": len(keep),
+            **({"n_subjects": len({g for *_, g in keep})} if groups is not None else {}), "n_bios": len(keep),
             "n_facts": int(sum(len(p) for p in probs))}
 
 

@@ -86,7 +86,7 @@ def fit_own_calibration(ex, oof, names, pool, path: Path, target, log=print) -> 
         raise FscoreError(f"{path}: {e}") from None
     fitted.pop("bios")
     log(f"own-facts calibration: {fitted['n_bios']} bios, {fitted['n_facts']} facts ({time.monotonic() - t:.0f} s): "
-        f"threshold {fitted['threshold']:.4f}, share line a {fitted['line'][0]:+.4f} b {fitted['line'][1]:.4f} "
-        f"({fitted['n_subjects']} subjects), share means "
+        f"threshold {fitted['threshold']:.4f}, {fitted['method']} a {fitted['line'][0]:+.4f} b {fitted['line'][1]:.4f}, "
+        "share means "
         f"({fitted['p_supported']:.4f}, {fitted['p_not_supported']:.4f})")
     return fitted | {"calibrated_for_facts": own.settings() | {"facts_file_sha256": own.sha256}}
