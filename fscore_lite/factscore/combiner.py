@@ -59,7 +59,7 @@ class Combiner:
     def with_calibration(self, calibration: dict) -> "Combiner":
         """The same weights with another calibration (the own-facts calibration of the verifier's
         manifest entry): its threshold, and this combiner's share means mapped by its share ``line``
-        (:func:`line_pair`) or moved by its ``shift`` (recipe 5-6); a record with neither, of an
+        (:func:`line_pair`, recipe 6) or moved by its ``shift`` (recipe 5); a record with neither, of an
         older recipe, gives the share means themselves."""
         if "line" in calibration:
             ps, pns = line_pair(self.pair, *calibration["line"])

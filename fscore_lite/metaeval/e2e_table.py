@@ -177,6 +177,7 @@ def subject_holdout(per_bio: list[dict], between_subjects: bool = False) -> list
     human score — applied to the fold's bios of S. Unlike the nested fit, those bios' shares come from the outer
     fold combiners, whose training topics include the held-out fold's; the verifier's combiner and its
     paper-facts line still see every subject. Per subject: human, estimate (clipped once), ER."""
+    from ..training.combiner_cv import aggregate_estimate
     from ..training.share_line import fit_share_line
 
     rows = [b for b in per_bio if b.get("own")]
@@ -197,6 +198,6 @@ def subject_holdout(per_bio: list[dict], between_subjects: bool = False) -> list
     for s in subjects:
         human = float(np.mean([b["human"] for b in rows if b["subject"] == s]))
         if est[s]:
-            e = 100 * min(1.0, max(0.0, float(np.mean(est[s]))))
+            e = 100 * aggregate_estimate(est[s])
             out.append({"subject": s, "human": human, "estimated": e, "error_rate": abs(e - human)})
     return out

@@ -54,8 +54,8 @@ NLI_LICENSE = ("Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2); trained on 
 # The recipe's version, recorded in the manifest: `train verifier --if-missing` rebuilds an older one
 # (2: the combiner carries the PACC means; 3: and the fact's position in its response; 4: the SNLI
 # stage without dropout, with eager attention, 64 pairs a step at 1.6e-4, on 75,000 pairs; 5: the own-facts
-# calibration is the paper pair shifted by one offset, not a per-bio least-squares line; 6: both the paper pair
-# and the own-facts calibration mapped by a share line fitted between the subjects' means).
+# calibration is the paper pair shifted by one offset, not a per-bio least-squares line; 6: the paper pair
+# mapped by the paper facts' share line fitted between the subjects' means, the own facts a level over it).
 BUILDER = 6
 VERIFIER_LICENSE = NLI_LICENSE + "; combiner fitted on FActScore human labels (MIT) and Wikipedia text (CC BY-SA)"
 
