@@ -80,11 +80,11 @@ def make_own_facts(settings, **options) -> dict:
     return make(settings, **options)
 
 
-def shipped_own_facts(data: Path | None = None) -> Path | None:
-    """The own-facts file a verifier build on ``data`` fits its own-facts calibration on (the shipped
-    file, with the shipped data, when it is present); None when there is none."""
+def shipped_own_facts(data: Path | None = None) -> list[Path]:
+    """The own-facts files a verifier build on ``data`` learns from and calibrates its decomposers on (the
+    shipped ones, with the shipped data); [] when there are none."""
     try:
         from fscore_lite_models.verifier.own_facts import shipped_own_facts as shipped
     except ImportError:  # a runtime without the build packages ships no own facts
-        return None
+        return []
     return shipped(data)

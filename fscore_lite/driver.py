@@ -52,8 +52,12 @@ class FileScorer(Protocol):
     def score_item(self, item, progress: Progress | None) -> dict:
         """One item's output record (a JSON object)."""
 
+    def finalize(self, results: list[dict]) -> list[dict]:
+        """The records as written to the output, from all of the run's records (input order): what
+        depends on the whole run (FActScore's run share) is applied here, never to the partial file."""
+
     def summary(self, results: list[dict], run: RunFacts) -> dict:
-        """The pipeline's summary of all records (input order) and this run."""
+        """The pipeline's summary of all finalized records (input order) and this run."""
 
 
 def run_key(input_sha256: str, identity: dict) -> str:
@@ -108,9 +112,10 @@ def run_file(input_path: str | Path, output_path: str | Path, items: Sequence, l
                        items_resumed=len(items) - len(pending),
                        cache={"hits": scorer.cache.hits - hits0, "misses": scorer.cache.misses - misses0})
         paths = {"input": str(input_path), "output": str(output_path), "summary": str(summary_path)}
-        summary = scorer.summary(writer.ordered(), run) | paths
+        final = scorer.finalize(writer.ordered()) if hasattr(scorer, "finalize") else writer.ordered()
+        summary = scorer.summary(final, run) | paths
         atomic_write_json(summary_path, summary)  # first: if it fails, the partial file still resumes
-        writer.finish()
+        writer.finish(final)
     finally:
         bar.close()
         writer.close()

@@ -239,14 +239,16 @@ class ResumableJsonlWriter:
     def ordered(self) -> list[dict]:
         return [self.items[k] for k in sorted(self.items)]
 
-    def finish(self) -> None:
-        """Write ``OUT`` in input order and remove the partial file (kept if the write fails)."""
+    def finish(self, records: list[dict] | None = None) -> None:
+        """Write ``OUT`` — ``records`` (default: the items, in input order) — and remove the partial file
+        (kept if the write fails)."""
         try:
             self._fh.close()
         except OSError as e:
             raise self._failed(self.partial, e) from None
         try:
-            atomic_write_text(self.path, "".join(dumps_strict(item) + "\n" for item in self.ordered()))
+            records = self.ordered() if records is None else records
+            atomic_write_text(self.path, "".join(dumps_strict(item) + "\n" for item in records))
         except OutputError as e:
             raise OutputError(str(e) + (f"; all {len(self.items)} item(s) are kept in {self.partial}: "
                                         "rerun with --resume to write the output without redoing them")) from None

@@ -305,7 +305,7 @@ def _existing_store(path: Path, wanted: dict[str, str], hnsw: bool = False) -> B
 
     try:
         with open_store(path) as store:
-            have = {"vectors": "all", "embed_batch_size": str(DEFAULT_BATCH), **store.meta}  # older stores
+            have = dict(store.meta)
             if have["vectors"] == "all" and wanted.get("vectors") == "lazy":
                 have["vectors"] = "lazy"  # a store with every vector serves a build that asks for none
             if any(have.get(k) != str(v) for k, v in wanted.items()):

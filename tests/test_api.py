@@ -43,7 +43,7 @@ def test_score_api_and_cli_write_the_same_output(tmp_path, example_store, minilm
 @pytest.mark.parametrize("option,value,message", [
     ("verifier", "oracle", "--verifier must be one of auto, trained, llm, llm+trained, not 'oracle'"),
     ("mode", "fast", "--mode must be one of parity, shared-context, not 'fast'"),
-    ("share", "all", "--share must be one of adjusted, decisions, not 'all'"),
+    ("share", "all", "--share must be one of estimate, decisions, not 'all'"),
     ("abstain", "maybe", "--abstain must be one of none, generic, perplexity_ai, not 'maybe'"),
 ])
 def test_score_refuses_a_bad_choice_before_writing(tmp_path, option, value, message):

@@ -81,9 +81,10 @@ def test_fit_records_the_combiner_for_that_llm_with_an_out_of_fold_report(stack_
     comb = record["combiner"]
     assert tuple(comb["features"]) == STACK_FEATURES and len(comb["coef"]) == 2
     assert comb["coef"][1] > 0  # a margin that says "the words are there" counts toward supported
-    assert 0.0 <= comb["threshold"] <= 1.0 and 0.0 < comb["p_not_supported"] < comb["p_supported"] < 1.0
+    cal = record["calibration"]  # the stack's probabilities as they are, under the sample's labelled share
+    assert cal["facts"] == "llm+trained" and cal["scale"] == 1.0 and cal["offset"] == 0.0 and 0 < cal["prior"] < 1
     t = record["training"]
-    human = entry.extra["training"]["human_facts"]
+    human = entry.extra["training"]["facts"]["human"]
     assert t["sample_facts"] == human and len(llm.prompts) == human  # every=1: every human fact, once
     assert t["folds"] == 2 and t["verifier_sha256"] == entry.sha256
     rows = {r["subject"]: r for r in t["cv"]}
@@ -138,10 +139,10 @@ def test_runtime_applies_the_stacked_combiner(stack_build):
         assert d["features"]["trained_logit"] == round(logit, 5) and d["features"]["llm_margin"] == round(margin, 5)
         z = sum((x - m) / s * w for x, m, s, w in zip((logit, margin), c["mean"], c["scale"], c["coef"]))
         p = 1 / (1 + math.exp(-(z + c["intercept"])))
-        assert d["probability"] == round(p, 5) and d["is_supported"] == (p > c["threshold"])
+        assert d["verifier_probability"] == round(p, 6) and d["is_supported"] == (p > 0.5)
         ps.append(p)
-    share = (np.mean(ps) - c["p_not_supported"]) / (c["p_supported"] - c["p_not_supported"])
-    assert rec["pacc_share_unclipped"] == round(share, 6) and rec["readable_share"] == round(float(np.mean(ps)), 6)
+    assert rec["calibration"] == "llm+trained" and rec["init_score"] == round(float(np.mean(ps)), 6)
+    assert scorer.priors() == {"llm+trained": record["calibration"]["prior"]}
     desc = scorer.describe()
     assert desc["settings"]["verifier"] == "llm+trained" and desc["settings"]["decision"].startswith("llm+trained")
     assert desc["models"]["llm_combiner"]["llm_sha256"] == llm.sha256
@@ -204,8 +205,8 @@ def test_cli_fits_a_combiner_for_a_gguf_file(tmp_path, tiny_inputs, settings_1t)
 
 
 def test_held_out_er_of_the_stack_beside_the_trained_verifier(stack_build, tiny_inputs):  # noqa: F811
+    from fscore_lite.metaeval.heldout import run_heldout
     from fscore_lite.metaeval.stack_er import format_stack_er_report, run_stack_er_cv
-    from fscore_lite.metaeval.verifier_cv import run_er_cv
 
     bundle_dir, settings, record, _ = stack_build
     s = settings.with_(models_dir=bundle_dir)
@@ -215,31 +216,25 @@ def test_held_out_er_of_the_stack_beside_the_trained_verifier(stack_build, tiny_
     assert rep["human_sample"] == record["training"]["sample_facts"] and rep["per_fact"] == record["training"]["cv"]
     # one margin per human sample fact and per model fact of every held-out bio
     assert len(llm.prompts) == rep["human_sample"] + rep["model_facts"]
-    # the trained column is the trained verifier's own held-out estimate of the same bios
-    trained = {r["subject"]: r for r in run_er_cv(tiny_inputs["data"], s, 2, progress=False)["subjects"]}
+    # the trained column is the trained verifier's own held-out (topic) estimate of the same bios
+    trained = {r["subject"]: r for r in run_heldout(tiny_inputs["data"], s, 2, hold_out="topic", progress=False,
+                                                    own_facts_files=[])["hold_out_topic"]}
     assert {r["subject"] for r in rep["subjects"]} == set(trained)
     for r in rep["subjects"]:
         t = trained[r["subject"]]
         assert r["n_bios"] == t["n_bios"] and r["human"] == pytest.approx(t["human"])
-        assert r["trained"]["estimated"] == pytest.approx(t["estimated"])
-        assert r["trained"]["signed_error_ci95"] == t["signed_error_ci95"]
-        lo, hi = r["stacked"]["signed_error_ci95"]
-        assert lo - 0.01 <= r["stacked"]["estimated"] - r["human"] <= hi + 0.01
-        assert 0.0 <= r["stacked"]["estimated"] <= 100.0
-        assert r["stacked"]["error_rate"] == pytest.approx(abs(r["stacked"]["estimated"] - r["human"]))
-    assert rep["model_facts"] == sum(r["n_facts"] for r in rep["subjects"])
-    for side in ("trained", "stacked"):
-        assert rep["per_bio_mean_abs_error"][side] == pytest.approx(
-            np.mean([abs(b[side] - b["human"]) for b in rep["per_bio"]]))
+        assert r["trained"]["estimate"] == pytest.approx(t["estimate"])
+        assert r["trained"]["error_ci95"] == t["error_ci95"]
+        lo, hi = r["stacked"]["error_ci95"]
+        assert lo - 0.01 <= r["stacked"]["estimate"] - r["human"] <= hi + 0.01
+        assert 0.0 <= r["stacked"]["estimate"] <= 100.0
+        assert r["stacked"]["er"] == pytest.approx(abs(r["stacked"]["estimate"] - r["human"]))
     text = format_stack_er_report(rep)
     assert text.startswith("held-out topics: 2-fold") and "llm+trained" in text.splitlines()[1]
-    assert "llm+trained: estimate − human, with its 95% interval over resampled topics" in text
 
-    # a fixed sample of one bio per subject: same stacks, fewer margins, same estimate per bio
+    # a fixed sample of one bio per subject: the same stacks, fewer margins
     one = run_stack_er_cv(tiny_inputs["data"], s, 2, limit=1, llm=ScriptedLLM(), progress=False)
     assert all(r["n_bios"] == 1 for r in one["subjects"]) and one["bios"] == len(one["subjects"])
-    full = {(b["subject"], b["topic"]): b for b in rep["per_bio"]}
-    assert all(full[(b["subject"], b["topic"])] == b for b in one["per_bio"])
     again = run_stack_er_cv(tiny_inputs["data"], s, 2, limit=1, llm=ScriptedLLM(), progress=False)
     timing = ("llm_s", "total_s")
     assert {k: v for k, v in again.items() if k not in timing} == {k: v for k, v in one.items() if k not in timing}

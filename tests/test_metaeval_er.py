@@ -82,6 +82,10 @@ class _FakeScorer:
     verifier, llm_loaded = SimpleNamespace(kind="fake", name=None), True
     retriever = SimpleNamespace(has_topic=lambda topic: True)
     summary = FactScorer.summary
+    run_share = None
+
+    def priors(self):
+        return None  # the fake counts decisions
 
     def __init__(self, settings, options):
         from fscore_lite.cache import CallCache

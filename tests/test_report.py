@@ -432,7 +432,11 @@ def test_clustered_f1_interval_sums_the_counts_of_the_topics_drawn():
 
 
 def test_score_summary_has_ci95():
-    items = [{"status": "ok", "decisions": [{"is_supported": i % k != 0} for i in range(12)]} for k in (2, 3, 4, 5, 7)]
+    items = []
+    for k in (2, 3, 4, 5, 7):
+        dec = [{"is_supported": i % k != 0} for i in range(12)]
+        score, init = response_score([d["is_supported"] for d in dec])
+        items.append({"status": "ok", "decisions": dec, "score": score, "init_score": init})
     items.append({"status": "abstained", "decisions": None})
     out = aggregate(items)
     lo, hi = out["score_ci95"]

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fscore_lite.factscore.combiner import Combiner, fit_logistic, line_pair, share_matching_threshold
+from fscore_lite.factscore.calibration import GIVEN, Calibration
+from fscore_lite.factscore.combiner import Combiner, fit_logistic
 from fscore_lite.factscore.page_features import FEATURES, PageIndex, fact_features
 from fscore_lite.factscore.trained import CE_FEATURES, POSITION_FEATURES, evidence_window, passage_sentences
 from fscore_lite.manifest import Bundle
@@ -113,19 +114,22 @@ def test_tiny_training_writes_both_entries_with_their_records(tiny_build):
     comb = ver.extra["combiner"]
     assert tuple(comb["features"]) == CE_FEATURES + FEATURES + POSITION_FEATURES
     assert len(comb["coef"]) == len(comb["mean"]) == len(comb["scale"]) == len(comb["features"])
-    assert 0.0 <= comb["threshold"] <= 1.0
+    assert set(comb) == {"features", "mean", "scale", "coef", "intercept"}  # no threshold, no share means
+    assert ver.extra["recipe"] == 7
+    # no own-facts file with other data: one calibration, of given facts, fitted on the paper's facts' silver labels
+    (cal,) = [Calibration.from_json(c) for c in ver.extra["calibrations"]]
     t = ver.extra["training"]
-    # the PACC means of the human facts, mapped by the paper's facts' share line (recipe 6)
-    human_pair, line = t["share_means"]["human_facts"], t["share_means"]["paper_line"]
-    assert 0.0 < human_pair[1] < human_pair[0] < 1.0 and line[1] > 0 and t["share_means"]["n_subjects"] == 3
-    assert (comb["p_supported"], comb["p_not_supported"]) == pytest.approx(line_pair(tuple(human_pair), *line))
+    assert cal.facts == GIVEN and cal.scale > 0 and 0.0 < cal.prior < 1.0 and cal.n_facts == t["facts"]["model"]
+    assert {r["subject"] for r in t["silver_labels"]["model"]} == {"InstructGPT", "ChatGPT", "PerplexityAI"}
     assert t["snli"]["train_pairs"] == 12 and t["snli"]["test_pairs"] == 12  # the "-" pair is dropped
     assert set(t["inputs_sha256"]) >= {"snli_train", "snli_test", "checkpoint/model.safetensors",
                                        "factscore-labeled/ChatGPT.jsonl", "wiki-factscore-dev/pages.jsonl"}
     assert all(len(h) == 64 for h in t["inputs_sha256"].values())
     assert t["config"]["folds"] == 2 and t["config"]["seed"] == 0 and t["training_topics"] == TOPICS
-    assert len(t["topics"]) == TOPICS and t["human_facts"] > 50 and t["model_facts"] > 50
-    assert {r["subject"] for r in t["cv"]} == {"InstructGPT", "ChatGPT", "PerplexityAI"}
+    assert len(t["topics"]) == TOPICS and t["facts"]["human"] > 50 and t["facts"]["model"] > 50
+    # the held-out report: the LM held out, and topics held out, each with every subject
+    for hold in ("lm", "topic"):
+        assert {r["subject"] for r in t["held_out"][hold]["model"]} == {"InstructGPT", "ChatGPT", "PerplexityAI"}
     assert report == t
 
 
@@ -140,7 +144,9 @@ def test_two_tiny_trainings_give_the_same_weights(tmp_path, tiny_inputs, tiny_bu
     assert report["snli"]["weights_sha256"] == tiny_build[2]["snli"]["weights_sha256"]
     a, b = Bundle(tiny_build[0]).get("minilm-l6-snli-nli"), Bundle(bundle_dir).get("minilm-l6-snli-nli")
     assert [(f.kind, f.sha256) for f in a.files] == [(f.kind, f.sha256) for f in b.files]
-    assert report["cv"] == tiny_build[2]["cv"]
+    assert report["held_out"] == tiny_build[2]["held_out"]
+    assert (Bundle(bundle_dir).get("minilm-l6-factscore-verifier").decisions_sha256
+            == Bundle(tiny_build[0]).get("minilm-l6-factscore-verifier").decisions_sha256)
     assert (Bundle(bundle_dir).get("minilm-l6-factscore-verifier").extra["combiner"]
             == Bundle(tiny_build[0]).get("minilm-l6-factscore-verifier").extra["combiner"])
 
@@ -161,24 +167,25 @@ def test_runtime_applies_the_recorded_combiner(tiny_build):
     topic = store.titles()[0]
     retriever = Retriever(store, SentenceEmbedder.from_bundle(bundle, store.embed_model), 5)
     verifier = TrainedVerifier.from_bundle(bundle, store)
+    cal = verifier.calibrations[GIVEN]
     facts = [f"{topic} is a person.", f"{topic} was born on the Moon in 1700."]
     evidence = [retriever.retrieve(topic, f) for f in facts]
-    verdicts = verifier.verify(topic, facts, evidence)
+    verdicts = verifier.verify(topic, facts, evidence, cal)
     c = entry.extra["combiner"]
     for fact, ev, v, pos in zip(facts, evidence, verdicts, (0.0, 1.0)):
         feats = verifier.features(topic, fact, ev, pos)[0]
         assert {k: round(x, 5) for k, x in feats.items()} == v.features
         z = sum((feats[n] - m) / s * w for n, m, s, w in zip(c["features"], c["mean"], c["scale"], c["coef"]))
-        p = 1 / (1 + math.exp(-(z + c["intercept"])))
+        p = 1 / (1 + math.exp(-(cal.scale * (z + c["intercept"]) + cal.offset)))
         assert v.probability == pytest.approx(p, abs=1e-9)
-        assert v.is_supported == (v.probability > c["threshold"])
+        assert v.is_supported == (v.probability > 0.5)
         assert len(v.passage_scores) == entry.extra["ce_passages"]
     # same response → same bytes, whatever was scored before
-    verifier.verify(topic, facts[::-1], evidence[::-1])
-    again = verifier.verify(topic, facts, evidence)
+    verifier.verify(topic, facts[::-1], evidence[::-1], cal)
+    again = verifier.verify(topic, facts, evidence, cal)
     assert [(v.probability, v.passage_scores) for v in again] == [(v.probability, v.passage_scores) for v in verdicts]
     # the position is the fact's place in its response: the same fact last is scored with position 1
-    assert verifier.verify(topic, facts[::-1], evidence[::-1])[0].features["position"] == 0.0
+    assert verifier.verify(topic, facts[::-1], evidence[::-1], cal)[0].features["position"] == 0.0
     assert verdicts[1].features["position"] == 1.0
 
 
@@ -224,10 +231,10 @@ def test_fact_stage_installs_its_own_cross_encoder_and_its_out_of_fold_scores(ti
     bundle.verify(nli)
     fs = report["fact_stage"]
     assert [f["fold"] for f in fs["folds"]] == [0, 1]
-    # every human and model fact is scored by exactly one fold's model, the one that did not train on it
-    assert sum(f["held_out_facts"] for f in fs["folds"]) == report["human_facts"] + report["model_facts"]
-    assert sum(f["train_facts"] for f in fs["folds"]) == report["human_facts"]  # 2 folds: each fact trains one model
-    assert fs["final"]["train_facts"] == report["human_facts"]
+    # every fact is scored by exactly one fold's model, the one that did not train on it
+    assert sum(f["held_out_facts"] for f in fs["folds"]) == sum(report["facts"].values())
+    assert sum(f["train_facts"] for f in fs["folds"]) == report["facts"]["human"]  # 2 folds: each trains one model
+    assert fs["final"]["train_facts"] == report["facts"]["human"]
     assert fs["graph_checks"]["fp32_onnx_vs_torch_max_abs_diff"] < 1e-4
     assert report["snli"]["weights_sha256"] == tiny_build[2]["snli"]["weights_sha256"]  # the same stage 1
     assert fs["final"]["weights_sha256"] != report["snli"]["weights_sha256"]
@@ -294,7 +301,7 @@ def test_held_out_figures_of_a_fact_stage_verifier_use_the_recorded_scores(tiny_
     from fscore_lite.errors import FscoreError
     from fscore_lite.factscore.trained import TrainedVerifier
     from fscore_lite.build_step import ensure_store
-    from fscore_lite.metaeval.verifier_cv import run_er_cv
+    from fscore_lite.metaeval.heldout import format_report, run_heldout
     from fscore_lite.training.examples import Fact, featurise, load_examples, use_recorded_scores, worker_pool
     from fscore_lite.training.labeled import wiki_pages
     from fscore_lite.store import open_store
@@ -312,26 +319,17 @@ def test_held_out_figures_of_a_fact_stage_verifier_use_the_recorded_scores(tiny_
     in_sample = [dict(r) for r in ex.features["human"]]
     assert use_recorded_scores(ex, bundle, entry) == len(ex.human) + len(ex.model)
     assert any(a["ce_max"] != b["ce_max"] for a, b in zip(in_sample, ex.features["human"]))
-    # the meta-eval refits the combiner on exactly the scores the build's own cross-validation used
-    rep = run_er_cv(tiny_inputs["data"], settings, folds=2, progress=False)
-    assert rep["recorded_oof_facts"] == len(ex.human) + len(ex.model)
-    assert rep["subjects"] == report["cv"]
-    # the paired difference is the difference of the two estimates over the same bios (before the
-    # aggregate's clip), inside its interval
-    lexical = {r["subject"]: r["estimated_unclipped"] for r in rep["lexical"]}
-    for r, d in zip(rep["subjects"], rep["trained_minus_lexical"]):
-        assert r["estimated"] == pytest.approx(min(100.0, max(0.0, r["estimated_unclipped"])))
-        assert d["subject"] == r["subject"] and d["difference"] == pytest.approx(r["estimated_unclipped"] - lexical[r["subject"]])
-        assert d["ci95"][0] - 0.01 <= d["difference"] <= d["ci95"][1] + 0.01
-        lo, hi = r["signed_error_ci95"]
-        assert lo - 0.01 <= r["estimated_unclipped"] - r["human"] <= hi + 0.01
-        if r["f1_ns"] is not None:
-            assert r["f1_ns_ci95"][0] - 1e-4 <= r["f1_ns"] <= r["f1_ns_ci95"][1] + 1e-4
-    from fscore_lite.metaeval.cv_report import format_cv_report
-
-    text = format_cv_report(rep)
-    assert "estimate − human, with its 95% interval over resampled topics" in text
-    assert "trained − lexical estimate on the same bios" in text
+    # the meta-eval refits everything on exactly the scores the build's own held-out report used
+    rep = run_heldout(tiny_inputs["data"], settings, folds=2, hold_out="topic", progress=False, own_facts_files=[])
+    assert rep["hold_out_topic"] == [{k: r[k] for k in rep["hold_out_topic"][0]} for r in report["held_out"]["topic"]["model"]]
+    for r in rep["hold_out_topic"]:
+        assert r["ci95"][0] - 1e-6 <= r["estimate"] <= r["ci95"][1] + 1e-6
+        lo, hi = r["error_ci95"]
+        assert lo - 0.01 <= r["estimate"] - r["human"] <= hi + 0.01
+    assert "topics held out" in format_report(rep)
+    # its cross-encoder learnt from every LM's facts: it cannot hold an LM out, and says so
+    with pytest.raises(FscoreError, match="--hold-out topic"):
+        run_heldout(tiny_inputs["data"], settings, folds=2, hold_out="lm", progress=False, own_facts_files=[])
     # the installed (in-sample) model still serves score
     verifier = TrainedVerifier.from_bundle(bundle, store)
     assert verifier.sha256 == [f.sha256 for f in entry.files if f.kind == "weights"][0]
@@ -395,42 +393,13 @@ def test_evidence_window_centres_on_the_best_sentence_and_fits_the_budget():
         "Page. Alpha one. Bravo two. Charlie was born in Rome. Delta four. Echo five.")
 
 
-def test_combiner_fit_and_share_matching_threshold():
+def test_combiner_fit_recovers_the_informative_feature_and_round_trips():
     rng = np.random.RandomState(0)
     x = rng.normal(size=(400, 2))
     y = (x[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(float)
     comb = fit_logistic(x, y, ("a", "b"))
     assert comb.coef[0] > 1.0 and abs(comb.coef[1]) < 0.5 * comb.coef[0]
-    probs = [comb.probability(x[i : i + 40]) for i in range(0, 400, 40)]
-    th = share_matching_threshold(probs, 0.3)
-    assert abs(np.mean([np.mean(p > th) for p in probs]) - 0.3) < 0.01
-    assert Combiner.from_json(comb.with_threshold(th).to_json()) == comb.with_threshold(th)
-
-
-def test_pacc_adjusted_share_undoes_the_pull_toward_the_mean():
-    """A verifier that gives supported facts 0.7 and unsupported ones 0.3 on average: PACC turns
-    a response's mean probability back into its share of supported facts."""
-    base = Combiner(("a",), (0.0,), (1.0,), (1.0,), 0.0, 0.5)
-    assert base.adjusted_share([0.5, 0.6]) is None and not base.adjusts  # no means recorded: no adjustment
-    comb = base.with_adjustment(0.7, 0.3)
-    assert comb.adjusts and Combiner.from_json(comb.to_json()) == comb
-    assert Combiner.from_json({k: v for k, v in comb.to_json().items() if not k.startswith("p_")}) == base
-    # 8 supported facts at 0.7 and 2 unsupported at 0.3: mean 0.62, decisions count 8/10, PACC 0.8
-    probs = [0.7] * 8 + [0.3] * 2
-    assert comb.adjusted_share(probs) == pytest.approx(0.8)
-    assert comb.adjusted_share([0.9, 0.95]) == 1.0 and comb.adjusted_share([0.1]) == 0.0  # clipped
-    assert not base.with_adjustment(0.3, 0.3).adjusts  # means that do not separate: no adjustment
-
-
-def test_aggregate_uses_the_estimated_share_and_reports_the_count():
-    from fscore_lite.factscore.score import aggregate
-
-    dec = [{"is_supported": s} for s in [True] * 11 + [False] * 9]
-    items = [{"status": "ok", "decisions": dec, "estimated_share": 0.8}, {"status": "ok", "decisions": dec}]
-    out = aggregate(items, gamma=10)
-    assert out["init_score"] == pytest.approx((0.8 + 0.55) / 2)
-    assert out["score_by_decisions"] == pytest.approx(0.55)
-    assert "score_by_decisions" not in aggregate(items[1:], gamma=10)
+    assert Combiner.from_json(comb.to_json()) == comb
 
 
 # --- the real verifier (built by `make test`: fscore-lite models train verifier) ---
@@ -471,7 +440,7 @@ def real_verifier():
 def test_real_verifier_supports_a_stated_fact_and_not_a_fabricated_one(real_verifier, topic, stated, fabricated):
     verifier, retriever, _ = real_verifier
     facts = [stated, fabricated]
-    v = verifier.verify(topic, facts, [retriever.retrieve(topic, f) for f in facts])
+    v = verifier.verify(topic, facts, [retriever.retrieve(topic, f) for f in facts], verifier.calibrations[GIVEN])
     assert v[0].is_supported and not v[1].is_supported
     assert v[0].probability > v[1].probability + 0.3
 
@@ -482,5 +451,9 @@ def test_real_verifier_records_its_quality(real_verifier):
     assert t["graph_checks"]["fp32_onnx_vs_torch_max_abs_diff"] < 1e-4
     assert t["graph_checks"]["int8_vs_fp32_argmax_agreement"] > 0.95
     assert t["snli"]["test_accuracy"] > 0.7
-    for row in t["cv"]:  # out-of-fold, against the human FActScore of the same bios
-        assert row["error_rate"] < 10 and row["f1_ns"] > 0.5
+    # held out (the LM and the topic), against the human FActScore of the same bios: every kind of facts
+    for kind, rows in t["held_out"]["lm"].items():
+        if kind != "f1_ns":
+            assert len(rows) == 3 and all(r["er"] < 6 and r["per_bio_mae"] < 20 for r in rows), kind
+    assert all(r["f1_ns"] > 0.3 for r in t["held_out"]["lm"]["f1_ns"])
+    assert {r["decomposer"] for r in t["own_facts"]} >= {"default"}  # the shipped own facts were fitted on

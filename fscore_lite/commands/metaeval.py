@@ -38,11 +38,16 @@ def factscore_er(
     context_budget: int = typer.Option(2048, "--context-budget"),
     baseline: bool = typer.Option(False, "--baseline", help="Also print the model-free word-overlap floor."),
     verifier: str = typer.Option("llm", "--verifier", help="llm (the reference's LM judge), trained or llm+trained (needs `models train llm-combiner`)."),
-    cv: Optional[int] = typer.Option(None, "--cv", help="With --verifier trained or llm+trained: K-fold topic-grouped "
-                                     "cross-validation (every topic scored by combiners that never saw it)."),
+    cv: Optional[int] = typer.Option(None, "--cv", help="With --verifier trained or llm+trained: K topic folds; every "
+                                     "fitted number refitted in each split (every bio scored by a verifier that never "
+                                     "saw its topic, nor, with --hold-out lm, its LM)."),
+    hold_out: str = typer.Option("lm", "--hold-out", help="With --cv and --verifier trained: lm (each LM's bios scored "
+                                 "by a verifier fitted on the other LMs' bios of the other folds' topics; topic-only CV "
+                                 "beside it) or topic."),
     facts: str = typer.Option("paper", "--facts", help="paper: the paper's model-atomic-facts (the estimator alone); "
                               "generated: each bio's output through score's own fact generation (end to end)."),
-    decomposer: str = typer.Option("default", "--decomposer", help="With --facts generated: default or reference."),
+    decomposer: str = typer.Option("default", "--decomposer", help="With --facts generated: the decomposer "
+                                   "(as score's --decomposer)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write the HTML report of the estimated runs, "
                                           "each beside the human FActScore of the same bios (as `report --human`)."),
@@ -56,39 +61,31 @@ def factscore_er(
     subs = [s.strip() for s in subjects.split(",")] if subjects else None
     if facts not in ("paper", "generated"):
         raise FscoreError(f"--facts must be paper or generated, not {facts!r}")
-    if decomposer not in ("default", "reference"):
-        raise FscoreError(f"--decomposer must be default or reference, not {decomposer!r}")
-    if facts == "generated" and cv is not None:
-        if verifier != "trained":
-            raise FscoreError("--facts generated --cv K cross-validates the trained verifier: add --verifier trained")
-        from ..metaeval.e2e_er import format_e2e_report, run_e2e_cv
-        from ..training.labeled import SUBJECTS
+    from ..factscore.fact_decoding import check_decomposer
 
-        result = run_e2e_cv(data, settings, cv, limit=limit, subjects=tuple(subs or SUBJECTS), decomposer=decomposer)
-        typer.echo(json.dumps(result, indent=2) if as_json else format_e2e_report(result))
-        return
+    check_decomposer(decomposer)
     if cv is not None:
         if verifier not in ("trained", "llm+trained"):
-            raise FscoreError("--cv cross-validates the trained verifier's combiners: add --verifier trained "
+            raise FscoreError("--cv cross-validates the trained verifier: add --verifier trained "
                               "or --verifier llm+trained")
-        from ..training.labeled import SUBJECTS
-
         if report is not None:
             raise FscoreError("--report is not available with --cv (it writes no per-bio outputs)")
+        from ..training.labeled import SUBJECTS
+
         if verifier == "llm+trained":
+            if facts != "paper":
+                raise FscoreError("--verifier llm+trained --cv measures the paper's facts: drop --facts generated")
             from ..metaeval.stack_er import format_stack_er_report, run_stack_er_cv
 
             result = run_stack_er_cv(data, settings, cv, limit=limit, subjects=tuple(subs or SUBJECTS),
                                      chat_template=chat_template)
             typer.echo(json.dumps(result, indent=2) if as_json else format_stack_er_report(result))
             return
-        if limit is not None:
-            raise FscoreError("--limit with --cv needs --verifier llm+trained (the trained CV scores every bio in seconds)")
-        from ..metaeval.cv_report import format_cv_report
-        from ..metaeval.verifier_cv import run_er_cv
+        from ..metaeval.heldout import format_report as format_heldout, run_heldout
 
-        result = run_er_cv(data, settings, cv, subjects=tuple(subs or SUBJECTS))
-        typer.echo(json.dumps(result, indent=2) if as_json else format_cv_report(result))
+        result = run_heldout(data, settings, cv, hold_out=hold_out, facts=facts, decomposer=decomposer, limit=limit,
+                             subjects=tuple(subs or SUBJECTS))
+        typer.echo(json.dumps(result, indent=2) if as_json else format_heldout(result))
         return
     if report is not None:
         from ..io import check_writable_outputs

@@ -168,10 +168,11 @@ def train_verifier(
     bf16: Optional[bool] = typer.Option(None, "--bf16/--no-bf16", help="bfloat16 autocast (default: when the CPU has bf16 units)."),
     if_missing: bool = typer.Option(False, "--if-missing", help="Do nothing when a verifier trained with these settings "
                                     "(and the same own-facts file) is installed and its files verify."),
-    own_facts: Optional[Path] = typer.Option(
-        None, "--own-facts", help="The default decomposer's facts of the training bios (`models own-facts`) to fit the "
-                                  "calibration of generated facts on (default: models/data/own-facts-dev.jsonl.gz with "
-                                  "the shipped data, when present; without one, generated facts get the paper calibration)."),
+    own_facts: Optional[List[Path]] = typer.Option(
+        None, "--own-facts", help="A decomposer's facts of the training bios (`models own-facts`), repeatable: the combiner "
+                                  "learns from them and that decomposer's generated facts get their own calibration "
+                                  "(default: every models/data/own-facts-dev*.jsonl.gz with the shipped data; without "
+                                  "one, generated facts get the calibration of given facts)."),
 ) -> None:
     """Train the fact verifier: an SNLI cross-encoder (also Q²'s NLI model) and a combiner
     fitted on FActScore's human labels; export int8 + fp32 ONNX and record both in the manifest."""
@@ -182,17 +183,19 @@ def train_verifier(
                                snli=build.SnliConfig(pairs=snli_pairs, epochs=epochs, max_length=max_length),
                                fact_stage=build.FactStageConfig(epochs=fact_epochs, lr=fact_lr, frozen_layers=fact_frozen)
                                if fact_stage else None)
-    own_path = own_facts or build_step.shipped_own_facts(data)
-    if if_missing and _trained_with(settings.models_dir, cfg, data, build.BUILDER, own_path):
+    own_paths = list(own_facts) if own_facts else build_step.shipped_own_facts(data)
+    if if_missing and _trained_with(settings.models_dir, cfg, data, build.BUILDER, own_paths):
         typer.echo(f"{cfg.name} is installed in {settings.models_dir} with these settings; nothing to do")
         return
-    report = build.train_verifier(settings.models_dir, settings, cfg, data=data, log=_log, own_facts=own_path or False)
+    report = build.train_verifier(settings.models_dir, settings, cfg, data=data, log=_log, own_facts=own_paths)
     typer.echo(f"snli test accuracy {100 * report['snli']['test_accuracy']:.2f}% "
                f"(int8 ONNX {100 * report['graph_checks']['snli_test_accuracy_int8_onnx']:.2f}%)")
-    typer.echo(f"{'subject':<14}{'bios':>5}{'human':>8}{'est':>8}{'ER':>6}{'F1(NS)':>8}   (out-of-fold, {folds} folds)")
-    for r in report["cv"]:
-        typer.echo(f"{r['subject']:<14}{r['n_bios']:>5}{r['human']:>8.1f}{r['estimated']:>8.1f}{r['error_rate']:>6.1f}"
-                   f"{100 * (r['f1_ns'] or 0):>8.1f}")
+    from ..metaeval.heldout import format_rows
+
+    for kind, rows in report["held_out"]["lm"].items():
+        if kind != "f1_ns":
+            typer.echo(f"held out (the LM and the topic, {folds} folds), {kind} facts:")
+            typer.echo(format_rows(rows))
     typer.echo(f"installed {cfg.nli_name} (nli) and {cfg.name} (verifier) into {settings.models_dir} "
                f"in {report['timings']['total_s']:.0f} s")
 
@@ -247,9 +250,9 @@ def train_llm_combiner(
                f"{settings.models_dir} in {tr['total_s']:.0f} s")
 
 
-def _trained_with(models_dir: Path, cfg, data: Optional[Path], builder: int, own_facts: Optional[Path] = None) -> bool:
+def _trained_with(models_dir: Path, cfg, data: Optional[Path], builder: int, own_facts: List[Path] = ()) -> bool:
     """Is a verifier built with ``cfg`` (the same data choice, recipe version ``builder``, the same own-facts
-    file or none) installed, with intact files?"""
+    files) installed, with intact files?"""
     from dataclasses import asdict
 
     from ..training.own_facts import read_own_facts
@@ -268,8 +271,8 @@ def _trained_with(models_dir: Path, cfg, data: Optional[Path], builder: int, own
         wanted.pop("fact_stage", None)
     if recorded != wanted or training.get("data") != (str(data) if data else "shipped") or training.get("builder") != builder:
         return False
-    own_sha = read_own_facts(own_facts).sha256 if own_facts else None  # a changed file (or none now): refit
-    if training.get("own_facts_sha256") != own_sha:
+    own_shas = sorted(read_own_facts(p).sha256 for p in own_facts)  # a changed file (or another set): refit
+    if sorted(r["sha256"] for r in training.get("own_facts", [])) != own_shas:
         return False
     try:
         bundle.verify(entry)

@@ -31,8 +31,9 @@ def score(
                                  "prompt, stacked (fit with `models train llm-combiner`); auto: trained when "
                                  "installed, else llm."),
     share: str = typer.Option(default(S, "share"), "--share", help=f"{one_of(S, 'share')}. Trained verifier: a "
-                              "response's supported share estimated from its probabilities (adjusted, PACC) or "
-                              "counted from its decisions (decisions)."),
+                              "response's supported share estimated, the mean of its facts' probabilities under the "
+                              "run's estimated share of supported facts (estimate), or counted from its decisions "
+                              "under the training share (decisions, the reference's rule)."),
     mode: str = typer.Option(default(S, "mode"), "--mode", help=f"{one_of(S, 'mode')}. LLM judge only: the reference "
                              "prompts, or one context per response."),
     context_budget: int = typer.Option(default(S, "context_budget"), "--context-budget",
@@ -71,9 +72,9 @@ def score(
                        progress=not quiet, max_output_chars=max_output_chars, demo_shortcut=demo_shortcut,
                        decomposer=decomposer,
                        ray=ray, ray_actors=ray_actors)
-    keys = ("score", "score_ci95", "score_adjusted", "score_adjusted_ci95", "score_by_decisions", "init_score",
-            "respond_ratio", "num_facts_per_response", "num_items", "status_counts")
-    optional = ("score_by_decisions", "score_adjusted", "score_adjusted_ci95")
+    keys = ("score", "score_ci95", "init_score", "run_share", "respond_ratio", "num_facts_per_response", "num_items",
+            "status_counts")
+    optional = ("run_share",)
     typer.echo(json.dumps({k: result.get(k) for k in keys if k in result or k not in optional}
                           | {"output": result["output"], "summary": result["summary"]}
                           | ({"ray": result["ray"]} if "ray" in result else {}), indent=2))

@@ -14,7 +14,7 @@ from .fact_decoding import DECOMPOSERS
 from .verify import DEFAULT_CONTEXT_BUDGET
 
 MODES = ("parity", "shared-context")
-SHARES = ("adjusted", "decisions")
+SHARES = ("estimate", "decisions")
 VERIFIERS = (AUTO, *REGISTRY)
 
 
@@ -36,9 +36,9 @@ class ScoreOptions:
     decomposer: str = "default"
     # auto (trained when installed, else llm) | trained | llm (the reference's LM judge) | llm+trained (both, stacked)
     verifier: str = AUTO
-    # trained verifier: a response's share of supported facts estimated by PACC ("adjusted"), or
-    # counted from its decisions ("decisions", the reference's definition)
-    share: str = "adjusted"
+    # trained verifier: a response's share of supported facts estimated under the run's share
+    # ("estimate", :mod:`.calibration`), or counted from its decisions ("decisions", the reference's definition)
+    share: str = "estimate"
     progress: bool = True
 
     def __post_init__(self):

@@ -22,7 +22,7 @@ from .abstain import is_abstained
 from .atomic_facts import describe_settings as atomic_fact_settings
 from .items import MAX_OUTPUT_CHARS, Item, load_items  # noqa: F401  (re-exported: the API)
 from .options import VERIFIERS, ScoreOptions, Timings  # noqa: F401  (re-exported: the API)
-from .score import aggregate, calibration_note, fact_settings, response_score
+from .score import aggregate, apply_run_share, fact_settings, response_score
 from .npm import PASSAGE_TEXT as NPM_PASSAGES
 from .sentences import SPLITTER
 from .verifiers import VerifierContext, make_verifier
@@ -64,6 +64,8 @@ class FactScorer:
         self.retriever = Retriever(self.store, embedder, options.k, options.search_all, self.cache)
         self._generator = None
         self.timings = Timings()
+        self.counts = {"generated": 0, "given": 0}  # responding items by where their facts came from (finalize)
+        self.run_share: float | None = None  # the run's share of supported facts (finalize)
         ctx = VerifierContext(settings, options, self.bundle, self.store, self.cache, lambda: self.llm)
         self.verifier = make_verifier(ctx, self.timings)
 
@@ -135,22 +137,13 @@ class FactScorer:
                 "parity_call_order": "facts sorted by their prompt's passage sequence to share KV prefixes",
                 "sentence_splitter": SPLITTER,
                 "atomic_facts": atomic_fact_settings(o.demo_shortcut, o.decomposer),
-                "calibration": self.calibration(),
+                "calibration": self.verifier.calibration_report(self.counts["generated"], self.counts["given"]),
                 "npm_passages": NPM_PASSAGES if o.npm else None,
                 "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
                 "onnx_spin_us": session_spin(self.settings.threads),
                 "decode_parallel": self.settings.parallel if self.llm_loaded else None,  # no LLM: nothing decoded
             },
         }
-
-    def calibration(self) -> dict | None:
-        """``settings.calibration``: which calibration the trained verifier applied to which facts."""
-        if not self.verifier.name:
-            return None
-        generated = self.timings.facts_generated
-        run = self.verifier.inner if hasattr(self.verifier, "inner") else self.verifier
-        return calibration_note(self.bundle.get(self.verifier.name).extra, generated, self.options.decomposer,
-                                self.run_fact_settings() if generated else None, own_usable=run.kind == "trained")
 
     def run_fact_settings(self) -> dict | None:
         """What makes this run's generated facts (the LLM as loaded, else its bundle entry; None: unknown)."""
@@ -204,19 +197,47 @@ class FactScorer:
         self.timings.facts_verified += len(facts)
         if progress is not None:
             progress.advance(len(facts), unit=FACTS_VERIFIED)
-        shares = self.verifier.response_shares(decisions, generated=sentences is not None)
-        score, init = response_score([d.is_supported for d in decisions], o.gamma, shares.get("readable_share"))
-        result = shares | {"status": "ok", "score": round(score, 6), "init_score": round(init, 6),
-                           "num_facts": len(facts), "decisions": [d.to_json() for d in decisions]}
+        cal = self.verifier.calibration_of(generated=sentences is not None)
+        # before the run share (finalize): the response's share under its calibration's own prior
+        own_share = sum(d.probability for d in decisions) / len(decisions) if cal is not None else None
+        score, init = response_score([d.is_supported for d in decisions], o.gamma, own_share)
+        result = {"status": "ok", "score": round(score, 6), "init_score": round(init, 6), "num_facts": len(facts),
+                  "calibration": cal.facts if cal is not None else None,
+                  "generated": sentences is not None, "decisions": [d.to_json() for d in decisions]}
         if sentences is not None:
             result["sentences"] = sentences
         return ItemRecord(item.data, result, RESULT_KEYS)
 
+    def priors(self) -> dict[str, float] | None:
+        """Calibration name → the prior its probabilities hold under (None: the verifier counts decisions)."""
+        cals = getattr(self.verifier, "calibrations", None)
+        if not cals or self.options.share != "estimate" or self.options.npm:
+            return None
+        return {c.facts: c.prior for c in cals.values()}
+
+    def finalize(self, results: list[dict]) -> list[dict]:
+        """Every record of the run, its facts moved to the run's share (:func:`apply_run_share`), when
+        the verifier estimates shares. Records are copied: what the partial file holds is unchanged."""
+        import copy
+
+        ok = [r for r in results if r.get("status") == "ok"]
+        self.counts = {"generated": sum(1 for r in ok if r.get("generated")),
+                       "given": sum(1 for r in ok if not r.get("generated"))}
+        priors = self.priors()
+        if priors is None:
+            return results
+        results = copy.deepcopy(results)
+        self.run_share = apply_run_share(results, priors, self.options.gamma)
+        return results
+
     def summary(self, results: list[dict], run: RunFacts) -> dict:
-        """The summary of a file: the aggregate scores, statuses, models and settings, timings."""
+        """The summary of a file (its records finalized): the aggregate scores, statuses, models and
+        settings, timings."""
         from ..backends.llm import LLMStats
 
-        summary = aggregate(results, self.options.gamma)
+        summary = aggregate(results, self.options.gamma, self.priors())
+        if self.run_share is not None:
+            summary["run_share"] = round(self.run_share, 6)
         summary["status_counts"] = status_counts(results)
         summary.update(self.describe())
         if self.settings.store_default:
@@ -236,7 +257,8 @@ class FactScorer:
 
 
 # every field score_item writes: an input field of the same name is replaced
-RESULT_KEYS = ("estimated_share", "readable_share", "pacc_share_unclipped", "status", "error", "score", "init_score", "num_facts", "decisions", "sentences")
+RESULT_KEYS = ("status", "error", "score", "init_score", "num_facts", "calibration", "generated", "decisions",
+               "sentences")
 
 
 def given_facts(item: Item) -> list[str]:

@@ -10,7 +10,8 @@ Per fact, two signals of different kinds:
   :data:`LLM_WINDOW_TOKENS` tokens of the LLM's tokenizer — and the reference's question.
 
 A logistic regression over the two (:data:`STACK_FEATURES`) gives the probability; its
-coefficients, threshold and PACC means are fitted by ``fscore-lite models train llm-combiner``
+coefficients and calibration (its probabilities under the labelled share of the facts it was
+fitted on) are fitted by ``fscore-lite models train llm-combiner``
 (:mod:`fscore_lite_models.verifier.llm_stack`) on human-labelled facts of the training topics,
 with the trained logits taken out of fold, and recorded in the verifier's manifest entry under
 the LLM's sha256: a combiner fitted on one LLM's margins is never applied to another's.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import math
 
 from ..errors import FscoreError
+from .calibration import Calibration
 from .combiner import Combiner
 from .retrieve import Evidence
 from .trained import TrainedVerdict, TrainedVerifier, evidence_window, relative_positions
@@ -96,6 +98,7 @@ class LlmTrainedVerifier:
         self.llm = llm
         self.record = record
         self.combiner = Combiner.from_json(record["combiner"])
+        self.calibration = Calibration.from_json(record["calibration"])
         self.passages = int(record.get("passages", LLM_PASSAGES))
         self.window_tokens = int(record.get("window_tokens", LLM_WINDOW_TOKENS))
         self.name, self.sha256, self.builder = trained.name, trained.sha256, trained.builder
@@ -114,9 +117,9 @@ class LlmTrainedVerifier:
             feats, scores = self.trained.features(topic, fact, ev, pos)
             logit = float(base.logit(base.matrix([feats]))[0])
             margin = self.margin(topic, fact, ev)
-            p = float(self.combiner.probability([[logit, margin]])[0])
+            p = float(self.calibration.probability(self.combiner.logit([[logit, margin]]))[0])
             feats = {**feats, "trained_logit": logit, "llm_margin": margin}
-            out.append(TrainedVerdict(p > self.combiner.threshold, p, scores, {k: round(v, 5) for k, v in feats.items()}))
+            out.append(TrainedVerdict(p > 0.5, p, scores, {k: round(v, 5) for k, v in feats.items()}))
         return out
 
     def rule(self) -> str:
@@ -124,4 +127,4 @@ class LlmTrainedVerifier:
         return (f"llm+trained: the trained verifier {self.name}'s logit and {self.llm.name}'s True − False margin on "
                 f"a short prompt (definition, the best {self.passages} passages cut to {self.window_tokens}-token "
                 f"windows, the question), logistic combiner ({c.coef[0]:+.4f}·logit {c.coef[1]:+.4f}·margin, "
-                f"standardised); supported iff probability > {c.threshold:.4f}")
+                f"standardised), calibrated on human-labelled facts; supported iff probability > 0.5")

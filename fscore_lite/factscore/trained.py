@@ -4,8 +4,9 @@ Per fact: the k retrieved passages (the same retrieval as the LLM judge) are eac
 window of sentences that best matches the fact, and the (window, fact) pairs are scored by the
 cross-encoder in one batch; its entailment log-odds per passage, summarised, the fact's
 page-level features (:mod:`.page_features`) and its relative position in the response go through
-the calibrated combiner recorded in the model manifest (:mod:`.combiner`). Output per fact: probability, per-passage scores, features,
-decision.
+the combiner recorded in the model manifest (:mod:`.combiner`), whose logit the calibration of the
+kind of facts verified (:mod:`.calibration`) maps to a probability. Output per fact: logit,
+probability, per-passage scores, features.
 
 The build step (``fscore-lite models train verifier``, :mod:`models.verifier`) computes its
 training features with these same functions, on the same store and retrieval.
@@ -19,13 +20,14 @@ import numpy as np
 
 from ..errors import FscoreError
 from ..store import strip_markers
+from .calibration import Calibration
 from .combiner import Combiner
 from .page_features import STOPWORDS, PageIndex, fact_features, words
 from .retrieve import Evidence
 
 CE_FEATURES = ("ce_max", "ce_top", "ce_mean", "ce_contra")
 # the fact's place in its response, 0 (first) … 1 (last): later facts are more often wrong (the
-# FActScore paper's Figure 2); a verifier built before it (recipe 2) ignores it
+# FActScore paper's Figure 2)
 POSITION_FEATURES = ("position",)
 WINDOW_TOKENS = 64  # pair length fed to the cross-encoder (fact + evidence window + 3 specials)
 CE_PASSAGES = 2  # retrieved passages (best first) the cross-encoder scores per fact
@@ -98,8 +100,8 @@ def ce_features(logits: np.ndarray, labels: list[str]) -> tuple[dict[str, float]
 
 @dataclass(frozen=True)
 class TrainedVerdict:
-    is_supported: bool
-    probability: float
+    is_supported: bool  # probability > 0.5: the decision under the calibration's prior
+    probability: float  # calibrated, under the calibration's prior (the run share moves it: .calibration)
     passage_scores: list[float]  # entailment log-odds per retrieved passage, in rank order
     features: dict[str, float]
 
@@ -134,7 +136,8 @@ class TrainedVerifier:
     """Applies a trained verifier bundle entry (cross-encoder + combiner) to facts."""
 
     def __init__(self, model, combiner: Combiner | None, store, window_tokens: int = WINDOW_TOKENS,
-                 passages: int = CE_PASSAGES, name: str = "", sha256: str = ""):
+                 passages: int = CE_PASSAGES, name: str = "", sha256: str = "",
+                 calibrations: dict[str, Calibration] | None = None):
         from ..backends.onnx_nli import label_names
 
         self.model = model
@@ -144,6 +147,7 @@ class TrainedVerifier:
         self.labels = label_names(model.config, model.n_labels or 3)
         self.name = name or model.name
         self.sha256 = sha256 or model.sha256
+        self.calibrations = dict(calibrations or {})  # kind of facts → its calibration
         self._pages: dict[str, PageIndex] = {}
 
     @classmethod
@@ -160,12 +164,16 @@ class TrainedVerifier:
         if "combiner" not in entry.extra:
             raise FscoreError(f"model '{entry.name}' in {bundle.manifest_path} has no combiner: rebuild it with "
                               "`fscore-lite models train verifier`")
+        from ..migrations import upgrade_verifier
+
+        extra = upgrade_verifier(entry, bundle.manifest_path)
         files = bundle_files(bundle, entry, precision)
-        window = int(entry.extra.get("window_tokens", WINDOW_TOKENS))
+        window = int(extra["window_tokens"])
         model = CrossEncoder(files["weights"], files["tokenizer"], files.get("config"), name=entry.name,
                              sha256=files["sha256"], threads=threads, cache=cache, max_length=window)
-        return cls(model, Combiner.from_json(entry.extra["combiner"]), store, window,
-                   int(entry.extra.get("ce_passages", CE_PASSAGES)), entry.name, files["sha256"])
+        calibrations = {c["facts"]: Calibration.from_json(c) for c in extra["calibrations"]}
+        return cls(model, Combiner.from_json(extra["combiner"]), store, window, int(extra["ce_passages"]),
+                   entry.name, files["sha256"], calibrations)
 
     def page(self, topic: str) -> PageIndex:
         if topic not in self._pages:
@@ -192,15 +200,12 @@ class TrainedVerifier:
         return {**ce, **feats}, scores
 
     def verify(self, topic: str, facts: list[str], evidence: list[list[Evidence]],
-               combiner: Combiner | None = None) -> list[TrainedVerdict]:
-        """Verdicts under the recorded combiner, or ``combiner`` (the same weights with another
-        calibration: the own-facts threshold)."""
-        comb = combiner or self.combiner
-        assert comb is not None
+               calibration: Calibration) -> list[TrainedVerdict]:
+        """Verdicts of the recorded combiner, its logits mapped by ``calibration``."""
+        assert self.combiner is not None
         out = []
         for fact, ev, pos in zip(facts, evidence, relative_positions(len(facts))):
             feats, scores = self.features(topic, fact, ev, pos)
-            p = float(comb.probability(comb.matrix([feats]))[0])
-            out.append(TrainedVerdict(p > comb.threshold, p, scores,
-                                      {k: round(v, 5) for k, v in feats.items()}))
+            p = float(calibration.probability(self.combiner.logit(self.combiner.matrix([feats])))[0])
+            out.append(TrainedVerdict(p > 0.5, p, scores, {k: round(v, 5) for k, v in feats.items()}))
         return out

@@ -1,10 +1,13 @@
 """The fact verifiers behind ``--verifier`` and ``--npm``: one interface, one decision shape.
 
 A verifier takes one response's facts with their retrieved evidence and returns one
-:class:`Decision` per fact; it also says how a response's share of supported facts is
-estimated and what it is made of, for the summary. :data:`REGISTRY` maps each ``--verifier``
-name to the class that builds it from a :class:`VerifierContext`; ``--npm`` wraps the chosen
-one (:class:`NpmChecked`). Adding a verifier is one class and one registry entry.
+:class:`Decision` per fact. A verifier that estimates a response's share (the trained kinds)
+also owns its calibration: it says which calibration it applied to a response's facts
+(:meth:`Verifier.calibration_of`), the prior each one holds under, and what it applied to the
+run, for the summary (:meth:`Verifier.calibration_report`); the pipeline only reads these.
+:data:`REGISTRY` maps each ``--verifier`` name to the class that builds it from a
+:class:`VerifierContext`; ``--npm`` wraps the chosen one (:class:`NpmChecked`). Adding a
+verifier is one class and one registry entry.
 
 The components themselves (:mod:`.verify`, :mod:`.trained`, :mod:`.stacked`, :mod:`.npm`) are
 imported only when a verifier is built, so the CLI can list the choices cheaply.
@@ -15,9 +18,15 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol
 
-from .score import fact_settings, response_shares, same_facts
+from .calibration import GIVEN, Calibration
+from .score import fact_settings, same_facts
 
 REFERENCE_SHARE = "decisions: the share of facts decided supported (reference)"
+RUN_SHARE = ("estimated (deviation, --share decisions for the reference's count): each fact's probability calibrated "
+             "on facts of its kind made for the training bios, then moved to the run's share of supported facts, "
+             "estimated by maximum likelihood over the run's responses (EM under label shift, each response weighing "
+             "alike); a response's share is the mean of its facts' probabilities, the run's score the mean of the "
+             "responses' scores, and a fact is supported iff its probability > 0.5")
 
 
 @dataclass(frozen=True)
@@ -27,7 +36,7 @@ class Decision:
     atom: str
     is_supported: bool
     rule: str  # the verifier kind, or the LLM judge's "logprob" | "text"
-    probability: float | None = None  # trained kinds: the combiner's probability
+    probability: float | None = None  # trained kinds: calibrated probability (after the run: under the run share)
     margin: float | None = None  # LLM judge: log P(True) − log P(False) (None for the text rule)
     passage_scores: tuple[float, ...] = ()  # trained kinds: entailment log-odds per passage, rank order
     features: dict | None = None  # trained kinds: the combiner's inputs
@@ -37,7 +46,8 @@ class Decision:
     def to_json(self) -> dict:
         d: dict[str, Any] = {"atom": self.atom, "is_supported": bool(self.is_supported)}
         if self.probability is not None:
-            d.update(probability=round(self.probability, 5), rule=self.rule,
+            # the calibration's own probability; the run share adds "probability" beside it (score.apply_run_share)
+            d.update(verifier_probability=round(self.probability, 6), rule=self.rule,
                      passage_scores=[round(x, 4) for x in self.passage_scores], features=self.features)
         else:
             d.update(margin=None if self.margin is None else round(self.margin, 4), rule=self.rule)
@@ -52,15 +62,16 @@ class Verifier(Protocol):
     kind: str  # the --verifier name it was chosen by
     name: str | None  # the trained verifier's bundle entry (None: no trained model)
     sha256: str | None  # that model's sha256 (part of the resume key)
-    decisions_sha256: str | None  # the hash of its decision settings (combiner, threshold); in the key too
+    decisions_sha256: str | None  # the hash of its decision settings (combiner, calibrations); in the key too
 
     def verify(self, topic: str, facts: list[str], evidence: list[list], generated: bool = False) -> list[Decision]:
         """``generated``: the facts were made by this run's decomposer (not given in the input)."""
 
-    def response_shares(self, decisions: list[Decision], generated: bool = False) -> dict:
-        """A response's estimated shares (``readable_share``, its own score's share, and
-        ``pacc_share_unclipped``, what the run's adjusted aggregate averages) when this verifier
-        estimates them; {} when the share is the count of supported decisions."""
+    def calibration_of(self, generated: bool) -> Calibration | None:
+        """The calibration applied to a response's facts (None: the share is the count of decisions)."""
+
+    def calibration_report(self, generated: int, given: int) -> dict | None:
+        """For the summary: what was applied to the run's ``generated`` / ``given`` responses."""
 
     def describe(self) -> dict:
         """``{"decision": rule, "share": rule, "models": {role: entry}}`` for the summary."""
@@ -100,8 +111,11 @@ class LlmJudge:
         return [Decision(f, bool(v.is_supported), v.rule, margin=v.margin, evidence=tuple(ev))
                 for f, ev, v in zip(facts, evidence, verdicts)]
 
-    def response_shares(self, decisions, generated: bool = False) -> dict:
-        return {}
+    def calibration_of(self, generated: bool) -> None:
+        return None
+
+    def calibration_report(self, generated: int, given: int) -> None:
+        return None
 
     def describe(self) -> dict:
         from .verify import FALSE_WORDS, TRUE_WORDS
@@ -111,7 +125,8 @@ class LlmJudge:
 
 
 class Trained:
-    """``trained``: cross-encoder passage scores + page features through the calibrated combiner."""
+    """``trained``: cross-encoder passage scores + page features through the combiner, its logit
+    calibrated for the kind of facts verified."""
 
     kind = "trained"
 
@@ -122,12 +137,13 @@ class Trained:
         self.trained = TrainedVerifier.from_bundle(ctx.bundle, ctx.store, threads=ctx.settings.threads,
                                                    cache=ctx.cache)
         self.name, self.sha256 = self.trained.name, self.trained.sha256
-        # the combiner's weights, intercept, threshold and the rest of its settings, as hashed now
+        # the combiner's weights, its calibrations and the rest of its settings, as hashed now
         self.decisions_sha256 = ctx.bundle.get(self.name).decisions_sha256
-        # the threshold and share means fitted on the facts the default decomposer made for the training
-        # bios: applied to the facts a run generates when its fact settings are the ones recorded
-        self.own_calibration = ctx.bundle.get(self.name).extra.get("own_facts_calibration")
-        self._own_combiner = None
+        self._generated: Calibration | None | bool = False  # False: not looked up yet
+
+    @property
+    def calibrations(self) -> dict[str, Calibration]:
+        return self.trained.calibrations
 
     def run_fact_settings(self) -> dict:
         """What makes this run's generated facts: the LLM and the atomic-fact settings (loads the LLM)."""
@@ -136,51 +152,59 @@ class Trained:
         llm, o = self.ctx.llm(), self.ctx.options
         return fact_settings(llm.name, llm.sha256, describe_settings(o.demo_shortcut, o.decomposer))
 
-    def own_combiner(self):
-        """The combiner with the own-facts calibration when it was fitted for the facts this run
-        generates, else None (they get the paper calibration, and the summary says so)."""
-        if self.own_calibration is None or self.kind != "trained":
-            return None
-        if self._own_combiner is None:
-            fits = same_facts(self.own_calibration["calibrated_for_facts"], self.run_fact_settings())
-            self._own_combiner = self.trained.combiner.with_calibration(self.own_calibration) if fits else False
-        return self._own_combiner or None
+    def generated_calibration(self) -> Calibration | None:
+        """The calibration fitted for the facts this run generates (same decomposer settings and LLM), if any."""
+        if self._generated is False:
+            run = self.run_fact_settings()
+            self._generated = next((c for c in self.calibrations.values()
+                                    if c.facts != GIVEN and same_facts(c.fitted_for, run)), None)
+        return self._generated
 
-    @property
-    def applied(self):
-        """The component whose verdicts and combiner are used."""
-        return self.trained
+    def calibration_of(self, generated: bool) -> Calibration | None:
+        if self.ctx.options.share != "estimate":
+            return None
+        return (self.generated_calibration() if generated else None) or self.calibrations[GIVEN]
 
     def verify(self, topic, facts, evidence, generated: bool = False) -> list[Decision]:
-        own = self.own_combiner() if generated else None
-        verdicts = (self.trained.verify(topic, facts, evidence, own) if own is not None
-                    else self.applied.verify(topic, facts, evidence))
+        cal = self.calibration_of(generated) or self.calibrations[GIVEN]
+        verdicts = self.applied_verify(topic, facts, evidence, cal)
         return [Decision(f, bool(v.is_supported), self.kind, probability=v.probability,
                          passage_scores=tuple(v.passage_scores), features=v.features, evidence=tuple(ev))
                 for f, ev, v in zip(facts, evidence, verdicts)]
 
-    def response_shares(self, decisions, generated: bool = False) -> dict:
-        if self.ctx.options.share != "adjusted":
-            return {}
-        own = self.own_combiner() if generated else None
-        return response_shares(own if own is not None else self.applied.combiner, [d.probability for d in decisions])
+    def applied_verify(self, topic, facts, evidence, calibration: Calibration):
+        return self.trained.verify(topic, facts, evidence, calibration)
+
+    def calibration_report(self, generated: int, given: int) -> dict | None:
+        """Which calibration each kind of the run's responses got, with what it was fitted on."""
+        if self.ctx.options.share != "estimate":
+            return None
+        applied = {}
+        if given:
+            applied[GIVEN] = given
+        note = None
+        if generated:
+            own = self.generated_calibration()
+            applied[own.facts if own else GIVEN] = applied.get(own.facts if own else GIVEN, 0) + generated
+            if own is None:
+                note = ("no calibration was fitted for the facts this run generated (other decomposer settings or LLM "
+                        f"than {', '.join(c.facts for c in self.calibrations.values() if c.facts != GIVEN) or 'any'}"
+                        "): they got the calibration of given facts, and its error (meta-eval factscore-er --facts "
+                        "generated measures it)")
+        return {"responses": applied,
+                "calibrations": {k: self.calibrations[k].to_json() for k in applied},
+                **({"warning": note} if note else {})}
 
     def share_rule(self) -> str:
-        c = self.applied.combiner
-        if not c.adjusts or self.ctx.options.share != "adjusted":
-            return REFERENCE_SHARE
-        return (f"adjusted (deviation, --share decisions for the reference's count): a response's score is the mean "
-                f"probability of its facts (readable_share); the run's score_adjusted is PACC on the mean over "
-                f"responses, (mean − {c.p_not_supported:.4f}) / ({c.p_supported:.4f} − {c.p_not_supported:.4f}) "
-                "clipped to [0, 1] once, the means being the out-of-fold probabilities of supported / unsupported "
-                "human facts")
+        return RUN_SHARE if self.ctx.options.share == "estimate" else REFERENCE_SHARE
 
     def decision_rule(self) -> str:
         t = self.trained
         position = " + the fact's position in its response" if "position" in t.combiner.features else ""
         return (f"trained verifier {t.name}: cross-encoder entailment log-odds of the best {t.builder.passages} "
                 f"retrieved passages ({t.builder.window_tokens}-token windows) + page-level features{position}, "
-                f"logistic combiner; supported iff probability > {t.combiner.threshold:.4f}")
+                "logistic combiner, its logit calibrated for the kind of facts verified; supported iff probability "
+                "> 0.5")
 
     def models(self) -> dict:
         entry = self.ctx.bundle.get(self.trained.name).to_json()
@@ -210,8 +234,14 @@ class LlmTrained(Trained):
         return self._stacked
 
     @property
-    def applied(self):
-        return self.stacked
+    def calibrations(self) -> dict[str, Calibration]:
+        return {GIVEN: self.stacked.calibration}  # fitted on human-labelled facts, applied to every kind
+
+    def generated_calibration(self) -> None:
+        return None
+
+    def applied_verify(self, topic, facts, evidence, calibration: Calibration):
+        return self.stacked.verify(topic, facts, evidence)
 
     def decision_rule(self) -> str:
         return self.stacked.rule()
@@ -241,8 +271,11 @@ class NpmChecked:
             self.timings.npm += time.monotonic() - t0
         return out
 
-    def response_shares(self, decisions, generated: bool = False) -> dict:
-        return {}  # NP changes decisions the combiner's estimate knows nothing of: count them
+    def calibration_of(self, generated: bool) -> None:
+        return None  # NP changes decisions the calibration knows nothing of: count them
+
+    def calibration_report(self, generated: int, given: int) -> None:
+        return None
 
     def describe(self) -> dict:
         d = self.inner.describe()

@@ -86,7 +86,9 @@ def factscore_run(run: Run, index: int, *, category_field: str = "cat", bins: in
     statuses = status_counts(recs)
     store = summ.get("store") or {}
     score = mean(scores)
-    ci = bootstrap_ci(scores, n_boot=n_boot, seed=seed)
+    # the run's own interval (with the run share, resampled the run's way) when the summary is this run's
+    same = summ.get("score") is not None and score is not None and abs(float(summ["score"]) - score) < 1e-6
+    ci = summ.get("score_ci95") if same and summ.get("score_ci95") else bootstrap_ci(scores, n_boot=n_boot, seed=seed)
     responses, fig = [], []
     responding_ids = {id(r) for r in responding}
     for i, (r, key) in enumerate(zip(recs, topic_keys(recs))):

@@ -84,7 +84,9 @@ class PassageStore(VectorSearch, FullTextSearch):
             self._db.close()
             raise StoreError(f"{db} is not a passage store database (missing tables: {', '.join(missing)})")
         self._lock = threading.RLock()
-        self.meta: dict[str, str] = dict(self._db.execute("SELECT key, value FROM meta"))
+        from ..migrations import upgrade_store_meta
+
+        self.meta: dict[str, str] = upgrade_store_meta(dict(self._db.execute("SELECT key, value FROM meta")))
         lacking = [k for k in REQUIRED_META if k not in self.meta]
         if lacking:
             self._db.close()
@@ -97,7 +99,7 @@ class PassageStore(VectorSearch, FullTextSearch):
         self.embed_sha256: str = self.meta["embed_sha256"]
         self.dim: int = int(self.meta["dim"])
         self.lazy: bool = manifest["schema_version"] == LAZY_SCHEMA_VERSION  # built without --embed
-        self.embed_batch_size = int(self.meta.get("embed_batch_size", DEFAULT_BATCH))
+        self.embed_batch_size = int(self.meta["embed_batch_size"])
         self._hnsw = None
         self._vector_file = None
 

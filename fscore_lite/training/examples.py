@@ -27,20 +27,57 @@ class Fact:
     topic: str
     text: str
     bio: int  # index into Examples.bios
-    label: bool | None  # human S (True) / NS (False); None for model facts
+    label: float | None  # human facts: S 1 / NS 0; model-made facts: their silver label (None: not labelled)
+
+
+OWN = "own:"  # the kind of a decomposer's own facts: "own:NAME"
 
 
 @dataclass
 class Examples:
     bios: list[AnnotatedBio]
     human: list[Fact]
-    model: list[Fact]
+    model: list[Fact]  # the paper's InstructGPT facts (what `score` gets as given facts)
     human_share: list[float]  # per bio: the human FActScore (S / all, irrelevant sentences as NS)
-    features: dict[str, list[dict[str, float]]] = field(default_factory=dict)  # "human"/"model" → rows
+    features: dict[str, list[dict[str, float]]] = field(default_factory=dict)  # kind → rows
+    own: dict[str, list[Fact]] = field(default_factory=dict)  # decomposer name → its facts of the bios
 
     @property
     def topics(self) -> list[str]:
         return sorted({b.topic for b in self.bios})
+
+    @property
+    def kinds(self) -> list[str]:
+        """"human", "model" and one ``own:NAME`` per decomposer whose facts are here."""
+        return ["human", "model", *(OWN + name for name in self.own)]
+
+    def facts_of(self, kind: str) -> list[Fact]:
+        return self.own[kind[len(OWN):]] if kind.startswith(OWN) else getattr(self, kind)
+
+    def subset(self, keep: dict[str, list[int]]) -> "Examples":
+        """The same bios with only the facts ``keep`` lists (kind → indices), unfeaturised."""
+        pick = lambda kind: [self.facts_of(kind)[i] for i in keep.get(kind, [])]  # noqa: E731
+        return Examples(self.bios, pick("human"), pick("model"), self.human_share,
+                        own={k[len(OWN):]: pick(k) for k in self.kinds if k.startswith(OWN)})
+
+    def add_own(self, name: str, facts_by_bio: dict[int, list[str]]) -> None:
+        """A decomposer's facts of the bios (bio index → facts, in order), unlabelled until :func:`label_silver`."""
+        self.own[name] = [Fact(self.bios[i].topic, f, i, None) for i in sorted(facts_by_bio) for f in facts_by_bio[i]]
+
+
+def label_silver(ex: Examples, embedder) -> dict[str, list[dict]]:
+    """Give every model-made fact (the paper's and each decomposer's) its silver label
+    (:mod:`.silver`); returns, per kind, the labels' agreement with the bios' human FActScores."""
+    from .silver import agreement, silver_labels
+
+    report = {}
+    for kind in ex.kinds[1:]:
+        facts = ex.facts_of(kind)
+        labels, _ = silver_labels(ex.bios, [(f.bio, f.text) for f in facts], embedder)
+        for f, lab in zip(facts, labels):
+            f.label = lab
+        report[kind] = agreement(labels, [f.bio for f in facts], ex.human_share, [b.subject for b in ex.bios])
+    return report
 
 
 def load_examples(data: str | Path, pages: dict[str, str], subjects=SUBJECTS) -> Examples:
@@ -68,9 +105,9 @@ def fact_positions(ex: Examples) -> dict[tuple[str, int], float]:
     from ..factscore.trained import relative_positions
 
     position: dict[tuple[str, int], float] = {}
-    for kind in ("human", "model"):
+    for kind in ex.kinds:
         by_bio: dict[int, list[int]] = {}
-        for i, f in enumerate(getattr(ex, kind)):
+        for i, f in enumerate(ex.facts_of(kind)):
             by_bio.setdefault(f.bio, []).append(i)
         for idx in by_bio.values():
             position.update({(kind, i): p for i, p in zip(idx, relative_positions(len(idx)))})
@@ -78,7 +115,7 @@ def fact_positions(ex: Examples) -> dict[tuple[str, int], float]:
 
 
 def featurise(ex: Examples, retriever, verifier, progress=None, more=()) -> None:
-    """Fill ``ex.features`` with the verifier's inputs for every human and model fact.
+    """Fill ``ex.features`` with the verifier's inputs for every fact of every kind not featurised yet.
 
     ``more``: further (retriever, verifier) pairs with sessions of their own; the facts are then
     dealt round-robin to one Python thread per pair (onnxruntime runs without the GIL). Each
@@ -86,9 +123,10 @@ def featurise(ex: Examples, retriever, verifier, progress=None, more=()) -> None
     import threading
 
     pool = [(retriever, verifier), *more]
-    jobs = [(kind, i, f) for kind in ("human", "model") for i, f in enumerate(getattr(ex, kind))]
+    kinds = [k for k in ex.kinds if k not in ex.features]
+    jobs = [(kind, i, f) for kind in kinds for i, f in enumerate(ex.facts_of(kind))]
     position = fact_positions(ex)
-    out: dict[str, list] = {kind: [None] * len(getattr(ex, kind)) for kind in ("human", "model")}
+    out: dict[str, list] = {kind: [None] * len(ex.facts_of(kind)) for kind in kinds}
     lock = threading.Lock()
     errors: list[BaseException] = []
 
@@ -134,8 +172,8 @@ def use_recorded_scores(ex: Examples, bundle, entry) -> int:
         recorded = {(d["topic"], d["fact"]): d for d in map(json.loads, f)}
     trained = set(entry.extra.get("training", {}).get("topics", ()))
     n = 0
-    for kind in ("human", "model"):
-        for fact, row in zip(getattr(ex, kind), ex.features[kind]):
+    for kind in ex.kinds:
+        for fact, row in zip(ex.facts_of(kind), ex.features[kind]):
             rec = recorded.get((fact.topic, fact.text))
             if rec is not None:
                 row.update({k: float(rec[k]) for k in CE_FEATURES})

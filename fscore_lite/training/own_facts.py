@@ -133,3 +133,22 @@ def read_own_facts(path: Path) -> OwnFacts:
     if header is None:
         raise InputError(path, 1, "no header record")
     return OwnFacts(path, sha, header, records)
+
+
+def add_own_facts(ex, paths: list[Path], fitted_for: dict, log=print) -> list[dict]:
+    """Each own-facts file's facts of the training bios into ``ex`` (kind ``own:DECOMPOSER``), and what
+    made them into ``fitted_for`` (the calibration records it); returns what was read, per file."""
+    read = []
+    for path in paths:
+        own = read_own_facts(path)
+        name = own.header["atomic_facts"].get("decomposer", "default")
+        if name in ex.own:
+            raise FscoreError(f"{path}: a second own-facts file of the decomposer {name!r}")
+        found = {i: fs for i, b in enumerate(ex.bios) if (fs := own.facts_of(b)) is not None}
+        ex.add_own(name, found)
+        fitted_for[name] = own.settings() | {"facts_file_sha256": own.sha256}
+        log(f"{Path(path).name}: {name} facts of {len(found)} of the {len(ex.bios)} training bios "
+            f"({len(own.records)} bios in the file)")
+        read.append({"file": Path(path).name, "decomposer": name, "sha256": own.sha256, "bios": len(found),
+                     "facts": sum(map(len, found.values()))})
+    return read

@@ -1,4 +1,4 @@
-"""``fscore-lite models train verifier``: SNLI cross-encoder → features → calibrated combiner.
+"""``fscore-lite models train verifier``: SNLI cross-encoder → features → combiner → calibrations.
 
 1. **NLI model** (:mod:`.snli`): MiniLM-L6 + a 3-label head trained on an SNLI sample; its
    test accuracy is recorded. Exported int8 (per-channel) and fp32 as the bundle's ``nli``
@@ -7,20 +7,19 @@
    the installed embedder, each fact retrieved with the same k, and cut into the same
    (window, fact) pairs (:class:`fscore_lite.factscore.trained.PairBuilder`).
 3. **Features**: the int8 NLI graph's passage scores (what the runtime runs) and the page-level
-   features, for every human (S/NS) and model fact of the training topics.
+   features, for every human (S/NS) fact, every paper (InstructGPT) fact and every fact of each
+   shipped own-facts file (a decomposer's facts of the training bios, :mod:`.own_facts`).
+   **Silver labels** (:mod:`fscore_lite.training.silver`): each model-made fact takes the label of
+   its bio's most similar human-labelled fact.
    *Optional* (``--fact-stage``, :mod:`.fact_stage`): the cross-encoder continued on the training
    facts' own pairs, cross-fitted over the folds; its out-of-fold scores replace the NLI graph's.
-4. **Combiner**: logistic regression fitted by topic-grouped cross-validation (the report is
-   out-of-fold), then on all training topics, with the threshold that makes the estimated
-   share of supported facts match the human FActScore of the training bios (per-fact decisions),
-   and the PACC means (the mean out-of-fold probability of supported and of unsupported human
-   facts) that turn a response's probabilities into its estimated share of supported facts.
-   *When the own-facts file is present* (``models/data/own-facts-dev.jsonl.gz``, :mod:`.own_facts`):
-   a second threshold and pair of share means fitted on the default decomposer's facts of the
-   training bios (out of fold) against their human FActScores, for the facts ``score`` generates.
+4. **Combiner and calibrations** (:mod:`fscore_lite.training.fit`): logistic regression on the
+   model-made facts' silver labels, and one calibration per kind of facts ``score`` verifies (given
+   facts; each decomposer's own) fitted out of fold. The held-out report — topics held out, and the
+   LM held out too (:mod:`fscore_lite.training.heldout`) — refits all of it in every split.
 5. **Manifest**: the ``verifier`` entry shares the NLI entry's graph files (with the fact stage:
-   its own graphs and the out-of-fold scores) and records the combiner (every coefficient,
-   scaling and the threshold), the settings, the sha256 of every training input and the metrics.
+   its own graphs and the out-of-fold scores) and records the combiner (every coefficient and
+   scaling), the calibrations, the settings, the sha256 of every training input and the metrics.
 
 Only topics whose page is in the training store are used. Without the fact stage the
 cross-encoder never sees a FActScore topic (it is trained on SNLI alone), so its scores are
@@ -41,10 +40,11 @@ import numpy as np
 
 from fscore_lite.errors import FscoreError
 from fscore_lite.manifest import Bundle, ModelEntry, stamp_decisions
+from fscore_lite.migrations import VERIFIER_RECIPE
 
 from . import fact_stage
 from .fact_stage import FactStageConfig, stage1_checkpoint
-from .own_facts import fit_own_calibration, shipped_own_facts
+from .own_facts import held_out_report, shipped_own_facts
 from .snli import SnliConfig
 from .sources import input_hashes, minilm_checkpoint, shipped_data, snli_files
 from .torch_train import save_checkpoint
@@ -55,8 +55,10 @@ NLI_LICENSE = ("Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2); trained on 
 # (2: the combiner carries the PACC means; 3: and the fact's position in its response; 4: the SNLI
 # stage without dropout, with eager attention, 64 pairs a step at 1.6e-4, on 75,000 pairs; 5: the own-facts
 # calibration is the paper pair shifted by one offset, not a per-bio least-squares line; 6: the paper pair
-# mapped by the paper facts' share line fitted between the subjects' means, the own facts a level over it).
-BUILDER = 6
+# mapped by the paper facts' share line fitted between the subjects' means, the own facts a level over it;
+# 7: the combiner learns from the model-made facts' silver labels, a calibration per kind of facts, and a run's
+# share estimated by maximum likelihood instead of PACC means fitted on the training LMs).
+BUILDER = VERIFIER_RECIPE
 VERIFIER_LICENSE = NLI_LICENSE + "; combiner fitted on FActScore human labels (MIT) and Wikipedia text (CC BY-SA)"
 
 
@@ -153,23 +155,18 @@ def _installed_nli(bundle: Bundle, name: str, stage1: dict):
 
 def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None = None, data: str | Path | None = None,
                    log=print, snli: dict[str, Path] | None = None, checkpoint: Path | None = None,
-                   own_facts: Path | bool | None = None) -> dict:
+                   own_facts: list[Path] | None = None) -> dict:
     """Build both entries into ``bundle_dir``; return the training report (also in the manifest).
 
     ``snli`` ({"train", "test"} JSONL paths) and ``checkpoint`` (a BERT checkpoint folder)
     replace the registry inputs — for tests, which train a tiny model on a few pairs.
-    ``own_facts``: the own-facts file the calibration on the facts the default decomposer makes
-    is fitted on (:mod:`.own_facts`); None: the shipped one with the shipped data, when present;
-    False: none."""
-    from fscore_lite.cache import CallCache
+    ``own_facts``: the own-facts files (:mod:`.own_facts`) whose facts the combiner also learns from and
+    whose decomposers get a calibration; None: the shipped ones with the shipped data; []: none."""
     from fscore_lite.factscore.page_features import FEATURES
     from fscore_lite.factscore.trained import CE_FEATURES, POSITION_FEATURES
-    from fscore_lite.store import open_store
-    from fscore_lite.factscore.combiner import line_pair
-    from fscore_lite.training.combiner_cv import cross_validate, fit_combiner, pacc_means, paper_line, per_subject
-    from fscore_lite.training.examples import featurise, load_examples, worker_pool
+    from fscore_lite.training.fit import FitSettings, fit_verifier
     from fscore_lite.training.labeled import wiki_pages
-    from fscore_lite_index.wiki import ensure_store
+    from fscore_lite.training.prepare import prepare_examples
 
     from ..export import _offline
     from .torch_train import cpu_has_bf16
@@ -212,23 +209,23 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         nli_entry, snli_report, checks = _train_nli(cfg, ckpt, snli, hashes, bundle_dir, bf16, timings, log, keep)
     bundle = Bundle(bundle_dir)
 
-    # 2-3. evidence and features, as the runtime computes them
+    # 2-3. evidence and features, as the runtime computes them, for the human facts, the paper's facts
+    # and every decomposer's own facts of the training bios; their silver labels
     t = time.monotonic()
-    store_path = ensure_store(page_files, settings, None)
-    store = open_store(store_path)
-    cache = CallCache(settings.cache_path if settings.use_cache else None)  # meta-eval --cv reuses these calls
-    # one thread per core, each with 1-thread sessions: every fact is still computed alone, as at run time
-    pool = worker_pool(bundle, store, nli_entry, cache, cfg.threads, cfg.k, cfg.window_tokens, cfg.ce_passages)
-    ex = load_examples(data_dir, pages)
-    n_total = len(ex.human) + len(ex.model)
     done = [0]
 
     def tick():
         done[0] += 1
-        if done[0] % 1000 == 0 or done[0] == n_total:
-            log(f"features: {done[0]}/{n_total} facts ({done[0] / (time.monotonic() - t):.1f} facts/s)")
+        if done[0] % 1000 == 0:
+            log(f"features: {done[0]} facts ({done[0] / (time.monotonic() - t):.1f} facts/s)")
 
-    featurise(ex, *pool[0], tick, more=pool[1:])
+    ex, pool, fitted_for, own_report, silver, store = prepare_examples(
+        data_dir, settings, bundle, nli_entry, shipped_own_facts(data) if own_facts is None else own_facts, cfg.k,
+        cfg.window_tokens, cfg.ce_passages, progress=tick, log=log)
+    cache = pool[0][0].cache
+    for kind, rows in silver.items():
+        log(f"silver labels of {kind} facts: " + " · ".join(
+            f"{r['subject']} {r['silver']:.1f} (human {r['human']:.1f}, per-bio MAE {r['per_bio_mae']:.1f})" for r in rows))
     timings["features_s"] = time.monotonic() - t
 
     # 2b. optional: the cross-encoder continued on the training facts, its scores cross-fitted
@@ -239,36 +236,23 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
                                                bf16=bf16, license=VERIFIER_LICENSE, log=log)
         timings["fact_stage_s"] = time.monotonic() - t
 
-    # 4. combiner: out-of-fold report, then the final fit on every training topic
+    # 4. the combiner and the calibrations, fitted on every training bio; the held-out report beside them
     t = time.monotonic()
-    names = CE_FEATURES + FEATURES + POSITION_FEATURES
-    oof = cross_validate(ex, names, cfg.folds, cfg.l2, adjust=True)
-    cv = per_subject(ex, oof)
-    lexical = per_subject(ex, cross_validate(ex, FEATURES, cfg.folds, cfg.l2, adjust=True))
-    # the final combiner; its PACC means from the out-of-fold probabilities of every human fact, mapped by
-    # the share line of the out-of-fold probabilities of the paper's facts of every training bio
-    pair = pacc_means(ex, oof.human_prob)
-    line = paper_line(ex, oof, pair)
-    comb = fit_combiner(ex, names, set(ex.topics), cfg.l2).with_adjustment(*line_pair(pair, *line))
-    log(f"share means: ({pair[0]:.4f}, {pair[1]:.4f}) from the human facts, mapped for the paper's facts by the "
-        f"share line a {line[0]:+.4f} b {line[1]:.4f} to ({comb.p_supported:.4f}, {comb.p_not_supported:.4f})")
+    fit = FitSettings(CE_FEATURES + FEATURES + POSITION_FEATURES, cfg.l2)
+    fitted = fit_verifier(ex, set(range(len(ex.bios))), fit, fitted_for)
+    for c in fitted.calibrations.values():
+        log(f"calibration of {c.facts} facts: scale {c.scale:.4f} offset {c.offset:+.4f} prior {c.prior:.4f} "
+            f"({c.n_facts} facts of {c.n_bios} bios)")
     timings["combiner_s"] = time.monotonic() - t
-
-    # 4b. the threshold and share means for the facts the default decomposer makes, when they are shipped
-    own_path = shipped_own_facts(data) if own_facts is None else (Path(own_facts) if own_facts else None)
-    own_cal = None
-    if own_path is not None and cfg.fact_stage is not None:
-        log(f"{own_path.name}: not fitted with --fact-stage (the build records no out-of-fold cross-encoder "
-            "score for the own facts); generated facts get the paper calibration")
-    elif own_path is not None:
-        t = time.monotonic()
-        own_cal = fit_own_calibration(ex, oof, names, pool, own_path, comb, log)
-        timings["own_facts_s"] = time.monotonic() - t
-    else:
-        log("no own-facts file: calibrated on the paper's facts only (make one with `fscore-lite models own-facts`)")
-    for row, lex in zip(cv, lexical):
-        log(f"cv {row['subject']:<13} human {row['human']:.1f} est {row['estimated']:.1f} ER {row['error_rate']:.1f} "
-            f"F1(NS) {100 * (row['f1_ns'] or 0):.1f} (by decisions ER {row['error_rate_by_decisions']:.1f}) | lexical ER {lex['error_rate']:.1f} F1 {100 * (lex['f1_ns'] or 0):.1f}")
+    t = time.monotonic()
+    held_out = held_out_report(ex, fit, cfg.folds, fitted_for)
+    for hold, kinds in held_out.items():
+        for kind, rows in kinds.items():
+            if kind != "f1_ns":
+                log(f"held out ({hold}), {kind} facts: " + " · ".join(
+                    f"{r['subject']} {r['estimate']:.1f}/{r['human']:.1f} ER {r['er']:.1f} MAE {r['per_bio_mae']:.1f}"
+                    for r in rows))
+    timings["held_out_s"] = time.monotonic() - t
 
     timings["total_s"] = time.monotonic() - t_start
     report = {
@@ -278,19 +262,16 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         "inputs_sha256": hashes,
         "training_topics": len(ex.topics),
         "topics": ex.topics,
-        "human_facts": len(ex.human),
-        "model_facts": len(ex.model),
+        "facts": {kind: len(ex.facts_of(kind)) for kind in ex.kinds},
         "bios": len(ex.bios),
         "snli": snli_report,
         "snli_model_reused": reused is not None,
         "graph_checks": checks,
         "fact_stage": fact_report,
         "cv_folds": cfg.folds,
-        "cv": cv,
-        "cv_lexical": lexical,
-        "share_means": {"human_facts": list(pair), "paper_line": list(line),
-                        "n_subjects": len({b.subject for b in ex.bios})},
-        "own_facts_sha256": own_cal["calibrated_for_facts"]["facts_file_sha256"] if own_cal else None,
+        "silver_labels": silver,
+        "held_out": held_out,
+        "own_facts": own_report,
         "store_sha256": store.sha256,
         "embed_sha256": pool[0][0].embedder.sha256,
         "timings": {k: round(v, 1) for k, v in timings.items()},
@@ -300,9 +281,10 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         files=ce_entry.files, quantization=ce_entry.quantization, license=VERIFIER_LICENSE,
         source=f"trained here by `fscore-lite models train verifier` ({len(ex.topics)} FActScore topics"
                + (", cross-encoder continued on their facts)" if fact_report else ")"),
-        extra=stamp_decisions({**ce_entry.extra, "combiner": comb.to_json(), "window_tokens": cfg.window_tokens,
-                               "ce_passages": cfg.ce_passages, "k": cfg.k, "nli_model": cfg.nli_name,
-                               **({"own_facts_calibration": own_cal} if own_cal else {}), "training": report}),
+        extra=stamp_decisions({**ce_entry.extra, "recipe": BUILDER, "combiner": fitted.combiner.to_json(),
+                               "calibrations": [c.to_json() for c in fitted.calibrations.values()],
+                               "window_tokens": cfg.window_tokens, "ce_passages": cfg.ce_passages, "k": cfg.k,
+                               "nli_model": cfg.nli_name, "training": report}),
     )
     bundle = Bundle(bundle_dir)
     nli = bundle.get(cfg.nli_name)
@@ -310,6 +292,6 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         "snli": snli_report, "graph_checks": checks, "stage1": stage1}}}))
     bundle.add(entry)
     bundle.save()
-    log(f"{cfg.name}: combiner over {len(names)} features, threshold {comb.threshold:.4f}; "
+    log(f"{cfg.name}: combiner over {len(fit.features)} features, {len(fitted.calibrations)} calibrations; "
         f"built in {timings['total_s']:.0f} s")
     return report

@@ -51,10 +51,10 @@ def stage1_checkpoint(home: Path, stage1: dict) -> Path:
 
 
 def fact_pairs(ex, retriever, builder) -> dict[str, list[list[tuple[str, str]]]]:
-    """Each human and model fact's (window, fact) pairs, from the runtime's retrieval (cached by
-    the featurisation that ran before)."""
-    return {kind: [builder.pairs(f.text, retriever.retrieve(f.topic, f.text)) for f in getattr(ex, kind)]
-            for kind in ("human", "model")}
+    """Each fact's (window, fact) pairs, by kind, from the runtime's retrieval (cached by the
+    featurisation that ran before)."""
+    return {kind: [builder.pairs(f.text, retriever.retrieve(f.topic, f.text)) for f in ex.facts_of(kind)]
+            for kind in ex.kinds}
 
 
 def _load(checkpoint: Path):
@@ -110,7 +110,7 @@ def cross_fit(ex, stage1_dir: Path, pairs, cfg: FactStageConfig, folds: dict[str
     """Fine-tune one model per fold and replace every fact's ``ce_*`` features in ``ex.features``
     by the scores of the model that did not train on its topic; returns a report per fold."""
     from fscore_lite.manifest import Bundle
-    from fscore_lite.training.examples import Examples, featurise, worker_pool
+    from fscore_lite.training.examples import featurise, worker_pool
 
     from ..export import export_model
     from .torch_train import save_checkpoint
@@ -127,19 +127,17 @@ def cross_fit(ex, stage1_dir: Path, pairs, cfg: FactStageConfig, folds: dict[str
             ckpt = save_checkpoint(model, stage1_dir, work / "checkpoint")
             entry = export_model("nli", ckpt, work / "bundle", name=f"fact-fold{fold}", per_channel=True,
                                  threads=threads, license="build-step intermediate", log=lambda m: None)
-            held = {kind: [i for i, f in enumerate(getattr(ex, kind)) if folds[f.topic] == fold]
-                    for kind in ("human", "model")}
-            sub = Examples(ex.bios, [ex.human[i] for i in held["human"]], [ex.model[i] for i in held["model"]],
-                           ex.human_share)
+            held = {kind: [i for i, f in enumerate(ex.facts_of(kind)) if folds[f.topic] == fold] for kind in ex.kinds}
+            sub = ex.subset(held)
             pool = worker_pool(Bundle(work / "bundle"), store, entry, cache, threads, k, window_tokens, passages,
                                embed_bundle=bundle)
             featurise(sub, *pool[0], None, more=pool[1:])
-            for kind in ("human", "model"):
+            for kind in ex.kinds:
                 for i, row in zip(held[kind], sub.features[kind]):
                     ex.features[kind][i].update({key: row[key] for key in CE_FEATURES})
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        reports.append({"fold": fold, "train_facts": len(train), "held_out_facts": len(held["human"]) + len(held["model"]),
+        reports.append({"fold": fold, "train_facts": len(train), "held_out_facts": sum(map(len, held.values())),
                         "steps": loop.steps, "seconds": round(time.monotonic() - t, 1)})
         log(f"facts fold {fold}: {len(train)} training facts, {reports[-1]['seconds']:.0f} s")
     return reports
@@ -181,8 +179,8 @@ def write_oof(ex, dest: Path, bundle_root: Path) -> ModelFile:
     """Record every training fact's out-of-fold ``ce_*`` features (one line per distinct topic
     and fact, in a fixed order) as a bundle file of kind ``oof_scores``."""
     rows: dict[tuple[str, str], dict] = {}
-    for kind in ("human", "model"):
-        for f, feats in zip(getattr(ex, kind), ex.features[kind]):
+    for kind in ex.kinds:
+        for f, feats in zip(ex.facts_of(kind), ex.features[kind]):
             rows.setdefault((f.topic, f.text), {key: feats[key] for key in CE_FEATURES})
     dest.parent.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps({"topic": t, "fact": x, **v}, ensure_ascii=False, sort_keys=True) + "\n"

@@ -6,10 +6,8 @@
   the default decomposer — every LLM call in the call cache, so an interrupted run resumes —
   written to ``models/data/own-facts-dev.jsonl.gz`` with the settings that made them and its
   sha256 beside it (:mod:`fscore_lite.training.own_facts`).
-* :func:`fit_own_calibration` (``models train verifier``, when that file is present): the own
-  facts featurised like the paper's, each training bio's probabilities from the fold combiner
-  that never saw its topic, and the threshold and the share means' offset fitted on them against
-  the human FActScores (:mod:`fscore_lite.training.own_calibration`).
+* :func:`add_own_facts` (``models train verifier``): every shipped own-facts file's facts, which the
+  combiner learns from (with their silver labels) and which give their decomposer a calibration.
 """
 from __future__ import annotations
 
@@ -24,9 +22,10 @@ from .sources import SHIPPED, shipped_data
 SHIPPED_OWN_FACTS = SHIPPED / FILE_NAME
 
 
-def shipped_own_facts(data: str | Path | None = None) -> Path | None:
-    """The own-facts file a build on ``data`` uses: the shipped one for the shipped data, when present."""
-    return SHIPPED_OWN_FACTS if data is None and SHIPPED_OWN_FACTS.exists() else None
+def shipped_own_facts(data: str | Path | None = None) -> list[Path]:
+    """The own-facts files a build on ``data`` uses: every one shipped (``own-facts-dev*.jsonl.gz``, one per
+    decomposer) for the shipped data; none for other data."""
+    return sorted(SHIPPED.glob("own-facts-dev*.jsonl.gz")) if data is None else []
 
 
 def make_own_facts(settings, out: Path | None = None, data: Path | None = None, limit: int | None = None,
@@ -63,30 +62,14 @@ def make_own_facts(settings, out: Path | None = None, data: Path | None = None, 
             "total_s": round(time.monotonic() - t0, 1)}
 
 
-def fit_own_calibration(ex, oof, names, pool, path: Path, target, log=print) -> dict:
-    """The verifier entry's ``own_facts_calibration`` for the combiner ``target``: fitted on the own
-    facts in ``path`` of the training bios, each bio's probabilities from ``oof``'s combiner that never
-    saw its topic."""
-    from fscore_lite.errors import FscoreError
-    from fscore_lite.training.examples import Examples, Fact, featurise
-    from fscore_lite.training.own_calibration import calibration_from_cv, own_rows_by_bio
+def held_out_report(ex, fit, folds: int, fitted_for: dict) -> dict:
+    """The build's held-out agreement (:mod:`fscore_lite.training.heldout`), topics held out and the LM
+    held out too, for the paper's facts and each decomposer's own facts; F1(NS) on the human facts."""
+    from fscore_lite.training.heldout import fact_f1, held_out_responses, subject_rows
 
-    own = read_own_facts(path)
-    facts = []
-    for i, b in enumerate(ex.bios):
-        facts += [Fact(b.topic, f, i, None) for f in own.facts_of(b) or ()]
-    own_ex = Examples(ex.bios, [], facts, ex.human_share)
-    found = len({f.bio for f in facts})
-    log(f"{path.name}: facts of {found} of the {len(ex.bios)} training bios ({len(own.records)} bios in the file)")
-    t = time.monotonic()
-    featurise(own_ex, *pool[0], None, more=pool[1:])
-    try:
-        fitted = calibration_from_cv(ex, oof, own_rows_by_bio(own_ex), target)
-    except ValueError as e:
-        raise FscoreError(f"{path}: {e}") from None
-    fitted.pop("bios")
-    log(f"own-facts calibration: {fitted['n_bios']} bios, {fitted['n_facts']} facts ({time.monotonic() - t:.0f} s): "
-        f"threshold {fitted['threshold']:.4f}, {fitted['method']} a {fitted['line'][0]:+.4f} b {fitted['line'][1]:.4f}, "
-        "share means "
-        f"({fitted['p_supported']:.4f}, {fitted['p_not_supported']:.4f})")
-    return fitted | {"calibrated_for_facts": own.settings() | {"facts_file_sha256": own.sha256}}
+    kinds = [k for k in ex.kinds if k != "human"]
+    out = {}
+    for hold in ("lm", "topic"):
+        responses = held_out_responses(ex, kinds, fit, hold, folds, fitted_for)
+        out[hold] = {kind: subject_rows(ex, responses[kind]) for kind in kinds} | {"f1_ns": fact_f1(ex, fit, hold, folds)}
+    return out
