@@ -164,7 +164,9 @@ def train_verifier(
                                     "encoder layers as stage 1 left them (their output is computed once; each step runs "
                                     "only the layers above)."),
     seed: int = typer.Option(0, "--seed"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: $FSCORE_LITE_THREADS or all)."),
+    threads: int = typer.Option(2, "--threads", help="CPU threads of the build (default 2 on every machine: the "
+                                "thread count changes the bits of the trained weights, so a fixed one keeps builds "
+                                "comparable)."),
     bf16: Optional[bool] = typer.Option(None, "--bf16/--no-bf16", help="bfloat16 autocast (default: when the CPU has bf16 units)."),
     if_missing: bool = typer.Option(False, "--if-missing", help="Do nothing when a verifier trained with these settings "
                                     "(and the same own-facts file) is installed and its files verify."),

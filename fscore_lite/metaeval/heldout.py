@@ -35,7 +35,7 @@ def run_heldout(data, settings, folds: int = 5, hold_out: str = "lm", facts: str
     from ..manifest import Bundle
     from ..training.examples import OWN, OOF_KIND, held_out_bios
     from ..training.heldout import HOLD_OUTS, bio_scores, fact_f1, held_out_responses, paired_difference, subject_rows
-    from ..training.prepare import prepare
+    from ..training.prepare import installed_verifier, prepare
     from .factscore_er import ranking_preserved
 
     if folds < 2:
@@ -46,9 +46,7 @@ def run_heldout(data, settings, folds: int = 5, hold_out: str = "lm", facts: str
         raise FscoreError(f"--facts must be paper or generated, not {facts!r}")
     t0 = time.monotonic()
     bundle = Bundle(settings.models_dir)
-    entry = bundle.first_for_role("verifier")
-    if entry is None or "combiner" not in entry.extra:
-        raise FscoreError(f"no trained verifier in {bundle.manifest_path}: run `fscore-lite models train verifier` first")
+    entry = installed_verifier(bundle)
     if hold_out == "lm" and any(f.kind == OOF_KIND for f in entry.files):
         raise FscoreError(f"the cross-encoder of '{entry.name}' was fine-tuned on the facts of every LM (--fact-stage): "
                           "its scores cannot hold an LM out; use --hold-out topic, or a verifier built without "

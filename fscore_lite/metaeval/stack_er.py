@@ -35,7 +35,7 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
     (``llm``: a loaded runner; default ``settings.llm`` from the bundle)."""
     from ..backends.llm import load_llm
     from ..build_step import shipped_own_facts
-    from ..training.prepare import prepare
+    from ..training.prepare import installed_verifier, prepare
     from ..factscore.stacked import llm_margin, require_stack_record
     from ..manifest import Bundle
     from ..progress import Progress
@@ -49,9 +49,7 @@ def run_stack_er_cv(data, settings, folds: int = 5, limit: int | None = None, su
         raise FscoreError(f"--cv needs at least 2 folds, not {folds}")
     t0 = time.monotonic()
     bundle = Bundle(settings.models_dir)
-    entry = bundle.first_for_role("verifier")
-    if entry is None or "combiner" not in entry.extra:
-        raise FscoreError(f"no trained verifier in {bundle.manifest_path}: run `fscore-lite models train verifier` first")
+    entry = installed_verifier(bundle)
     prep = prepare(Path(data), settings, bundle, entry, shipped_own_facts(None), subjects)
     ex, fit, pool = prep.ex, prep.fit, prep.pool
     if len(ex.topics) < folds:

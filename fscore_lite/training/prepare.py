@@ -59,6 +59,16 @@ def prepare_examples(data_dir: Path, settings, bundle, ce_entry, own_files: list
     return ex, pool, fitted_for, read, silver, store
 
 
+def installed_verifier(bundle):
+    """The bundle's trained verifier entry, or an error saying how to build one."""
+    from ..errors import FscoreError
+
+    entry = bundle.first_for_role("verifier")
+    if entry is None or "combiner" not in entry.extra:
+        raise FscoreError(f"no trained verifier in {bundle.manifest_path}: run `fscore-lite models train verifier` first")
+    return entry
+
+
 def recorded_own_files(entry, candidates: list[Path]) -> list[Path]:
     """The own-facts files ``entry``'s build fitted on, found among ``candidates`` by their sha256; an error
     naming a file the build recorded and none of the candidates is."""

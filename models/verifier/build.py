@@ -136,6 +136,12 @@ def _train_nli(cfg, ckpt: Path, snli: dict, hashes: dict, bundle_dir: Path, bf16
     return entry, snli_report, checks
 
 
+def _torch_version() -> str:
+    from .torch_train import load_torch
+
+    return load_torch().__version__
+
+
 def _installed_nli(bundle: Bundle, name: str, stage1: dict):
     """The installed NLI entry if it was trained with exactly ``stage1`` and its files verify."""
     from fscore_lite.errors import ModelIntegrityError
@@ -169,7 +175,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     from fscore_lite.training.prepare import prepare_examples
 
     from ..export import _offline
-    from .torch_train import cpu_has_bf16
+    from .torch_train import cpu_has_bf16, cpu_record
 
     cfg = cfg or VerifierConfig()
     bf16 = cpu_has_bf16() if cfg.bf16 is None else cfg.bf16
@@ -274,6 +280,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         "own_facts": own_report,
         "store_sha256": store.sha256,
         "embed_sha256": pool[0][0].embedder.sha256,
+        "build_cpu": cpu_record() | {"torch": _torch_version()},
         "timings": {k: round(v, 1) for k, v in timings.items()},
     }
     entry = ModelEntry(

@@ -35,22 +35,19 @@ def train_llm_combiner(bundle_dir: str | Path, settings, llm=None, every: int = 
     from the bundle); return its record. ``data`` as for the verifier build (default shipped)."""
     from fscore_lite.backends.llm import load_llm
     from fscore_lite.factscore.stacked import LLM_PASSAGES, LLM_WINDOW_TOKENS
+    from fscore_lite.training.prepare import installed_verifier, prepare
     from fscore_lite.training.stack import (cross_validate_stack, fit_stack, human_sample_margins, human_stack_rows,
                                             out_of_fold_logits, stack_folds, subject_table)
+
+    from .own_facts import shipped_own_facts
 
     if every < 1:
         raise FscoreError(f"--every must be 1 or more, not {every}")
     t_start = time.monotonic()
     bundle_dir = Path(bundle_dir)
     bundle = Bundle(bundle_dir)
-    ventry = bundle.first_for_role("verifier")
-    if ventry is None or "combiner" not in ventry.extra:
-        raise FscoreError(f"no trained verifier in {bundle.manifest_path}: run `fscore-lite models train verifier` first")
+    ventry = installed_verifier(bundle)
     settings = settings.with_(models_dir=bundle_dir)
-    from fscore_lite.training.prepare import prepare
-
-    from .own_facts import shipped_own_facts
-
     data_dir = Path(data) if data else shipped_data(Path(settings.home) / "build" / "factscore-dev")
     prep = prepare(data_dir, settings, bundle, ventry, shipped_own_facts(data))
     ex, fit, pool, folds_n = prep.ex, prep.fit, prep.pool, prep.folds

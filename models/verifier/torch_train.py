@@ -25,12 +25,33 @@ from pathlib import Path
 import numpy as np
 
 
-def cpu_has_bf16() -> bool:
+# the CPU features whose kernels torch and onnxruntime choose between: a build on a CPU with another set
+# may differ in the last bits (docs/VERIFIER.md, "Same bytes")
+KERNEL_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16",
+                "amx_int8", "amx_tile")
+
+
+def _cpuinfo() -> tuple[str, set[str]]:
     try:
-        flags = Path("/proc/cpuinfo").read_text().split("flags", 2)[1].split("\n", 1)[0]
-    except (OSError, IndexError):
-        return False
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown", set()
+    field = lambda name: next((ln.split(":", 1)[1].strip() for ln in text.splitlines()  # noqa: E731
+                               if ln.split(":", 1)[0].strip() == name), "")
+    return field("model name") or "unknown", set(field("flags").split())
+
+
+def cpu_has_bf16() -> bool:
+    flags = _cpuinfo()[1]
     return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def cpu_record() -> dict:
+    """The build machine's CPU as the build records it: its model and the kernel-relevant features it has."""
+    import platform
+
+    model, flags = _cpuinfo()
+    return {"model": model, "machine": platform.machine(), "kernel_flags": [f for f in KERNEL_FLAGS if f in flags]}
 
 
 def load_torch():
