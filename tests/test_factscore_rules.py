@@ -180,13 +180,19 @@ def test_length_penalty():
 
 
 def test_aggregate_fields():
+    def scored(supported):
+        sc, init = score.response_score(supported, gamma=10)
+        return {"status": "ok", "decisions": [{"is_supported": s} for s in supported], "score": sc, "init_score": init}
+
     items = [
-        {"status": "ok", "decisions": [{"is_supported": True}] * 3 + [{"is_supported": False}]},
+        scored([True] * 3 + [False]),
+        scored([True] * 11 + [False]),
         {"status": "abstained", "decisions": None},
         {"status": "topic_not_found", "decisions": None},
     ]
     out = score.aggregate(items, gamma=10)
-    assert out["init_score"] == pytest.approx(0.75)
-    assert out["score"] == pytest.approx(0.75 * math.exp(1 - 10 / 4))
-    assert out["respond_ratio"] == pytest.approx(0.5)
-    assert out["num_facts_per_response"] == 4
+    assert out["init_score"] == pytest.approx((0.75 + 11 / 12) / 2)
+    assert out["score"] == pytest.approx((0.75 * math.exp(1 - 10 / 4) + 11 / 12) / 2)
+    assert out["respond_ratio"] == pytest.approx(2 / 3)
+    assert out["num_facts_per_response"] == 8
+    assert out["num_responding"] == 2 and out["num_items"] == 4

@@ -51,6 +51,7 @@ def test_meta_eval_er_report_puts_human_beside_estimated(tmp_path, monkeypatch, 
         verifier, llm_loaded = SimpleNamespace(kind="fake", name=None), False
         retriever = SimpleNamespace(has_topic=lambda topic: True)
         summary = pipeline.FactScorer.summary
+        run_share = None  # counts decisions: no run share is estimated
 
         def __init__(self, settings, options):
             self.settings, self.options, self.timings = settings, options, Timings()
@@ -62,6 +63,9 @@ def test_meta_eval_er_report_puts_human_beside_estimated(tmp_path, monkeypatch, 
 
         def describe(self):
             return {"settings": {"gamma": self.options.gamma, "verifier": "fake"}}
+
+        def priors(self):
+            return None
 
         def score_item(self, item, progress=None):
             decisions = [{"atom": f, "is_supported": len(f) % 2 == 0} for f in item.facts]

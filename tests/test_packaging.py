@@ -135,9 +135,11 @@ def test_only_the_gate_imports_the_build_step_and_only_when_called():
 
 
 def test_only_the_build_commands_and_meta_evaluation_pass_the_gate():
-    """``score``, ``q2``, the report and the library never reach the build step."""
+    """``score``, ``q2``, the report and the library never reach the build step: only the commands,
+    meta-evaluation and the verifier's training code (run by ``models train verifier`` and meta-eval) do."""
+    passing = ["fscore_lite.commands", "fscore_lite.metaeval", "fscore_lite.training"]
     bad = [f"{p.relative_to(REPO)}:{line}" for p in _files("fscore_lite") for module, line, _ in _imports(p)
-           if _within(module, [GATE]) and not _within(_module_name(p), ["fscore_lite.commands", "fscore_lite.metaeval"])]
+           if _within(module, [GATE]) and not _within(_module_name(p), passing)]
     assert bad == []
 
 

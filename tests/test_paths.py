@@ -141,6 +141,7 @@ class FakeScorer:
     """Stands in for FactScorer's models: every item gets one supported fact (the summary is FactScorer's)."""
 
     summary = FactScorer.summary
+    run_share = None  # counts decisions: no run share is estimated
 
     def __init__(self):
         from fscore_lite.cache import CallCache
@@ -157,6 +158,9 @@ class FakeScorer:
 
     def describe(self):
         return {"settings": {"threads": 1}}
+
+    def priors(self):
+        return None
 
     def identity(self):
         return {"settings": {"threads": 1}, "llm": self.llm.sha256, "store": self.store.sha256}

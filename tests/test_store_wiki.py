@@ -256,6 +256,6 @@ def test_one_builder_per_target(tmp_path):
         with pytest.raises(FscoreError, match="another `kb build`"):
             StoreWriter(tmp_path / "s", 4, hnsw=False, vectors=False, resume=resume)
     first.add_page("A", ["<s>A.</s>"])
-    first.finish({"embed_model": "m", "embed_sha256": "0" * 64, "dim": 4, "passage_count": 1})
+    first.finish({"embed_model": "m", "embed_sha256": "0" * 64, "dim": 4, "passage_count": 1, "embed_batch_size": 32})
     with open_store(tmp_path / "s") as s:
         assert s.lazy and s.titles() == ["A"]

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..records import RESPONSE_STATUSES
 from ..stats import mean, score_ci95
 from ..stats.bootstrap import N_BOOT, SEED
 
 GAMMA = 10
+GIVEN = "given"  # the calibration of facts given in the input (the paper's facts of the training bios)
 
 
 def length_penalty(n_facts: int, gamma: float = GAMMA) -> float:
@@ -55,7 +54,7 @@ def apply_run_share(items: list[dict], priors: dict[str, float], gamma: float = 
         for d, q in zip(it["decisions"], post):
             d["probability"] = round(float(q), 6)
             d["is_supported"] = bool(q > 0.5)
-        init = float(np.mean(post))
+        init = mean([float(p) for p in post])
         it["init_score"] = round(init, 6)
         it["score"] = round(init * length_penalty(len(post), gamma), 6)
     return share
@@ -85,9 +84,9 @@ def aggregate(items: list[dict], gamma: float = GAMMA, priors: dict[str, float] 
         ci = score_interval(run, [length_penalty(n, gamma) for n in n_facts], resamples=N_BOOT, seed=SEED)
         ci = None if ci is None else [round(ci[0], 6), round(ci[1], 6)]
         diagnostics = {
-            "share_decided_supported": mean([float(np.mean([d["is_supported"] for d in it["decisions"]]))
+            "share_decided_supported": mean([mean([float(d["is_supported"]) for d in it["decisions"]])
                                              for it in responding]),
-            "mean_verifier_probability": mean([float(np.mean(r.probs)) for r in run])}
+            "mean_verifier_probability": mean([mean(list(r.probs)) for r in run])}
     return {
         "score": mean(scores),
         "score_ci95": list(ci) if ci else None,

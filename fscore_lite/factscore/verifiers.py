@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from .calibration import GIVEN, Calibration
-from .score import fact_settings, same_facts
+from .score import GIVEN, fact_settings, same_facts
+
+if TYPE_CHECKING:
+    from .calibration import Calibration
 
 REFERENCE_SHARE = "decisions: the share of facts decided supported (reference)"
 RUN_SHARE = ("estimated (deviation, --share decisions for the reference's count): each fact's probability calibrated "
