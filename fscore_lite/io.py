@@ -48,9 +48,14 @@ class InputFile:
         return hashlib.sha256(self.raw).hexdigest()
 
 
+STDIN_HINT = "to read standard input, give /dev/stdin as the input and an output with -o"
+
+
 def _input_file(path: str | Path) -> Path:
     """The input path, or an InputError when it is missing or not a regular file."""
     path = Path(path)
+    if str(path) == "-":
+        raise InputError(path, None, f"'-' is not a file name here; {STDIN_HINT}")
     if not path.exists():
         raise InputError(path, None, "file not found")
     if path.is_dir():
@@ -209,6 +214,17 @@ def require_text(path, rec: Record, key: str, allow_empty: bool = False) -> str:
     return value
 
 
+def default_output(input: str | Path, suffix: str) -> Path:
+    """The output beside ``input`` (its stem + ``suffix``), for a regular input file only: a pipe
+    or device (``/dev/stdin``, a FIFO) has no folder of its own to write into, so -o is needed."""
+    input = Path(input)
+    if str(input) == "-":
+        raise InputError(input, None, f"'-' is not a file name here; {STDIN_HINT}")
+    if input.exists() and not input.is_file() and not input.is_dir():
+        raise OutputError(f"{input} is a pipe or device, not a file to write beside: give the output with -o OUTPUT")
+    return input.with_name(input.stem + suffix)
+
+
 def summary_path_for(output: str | Path) -> Path:
     """The default summary of an output file: ``OUT.summary.json`` for ``OUT.jsonl`` (the
     ``.jsonl`` is dropped; any other name gets ``.summary.json`` appended). Used by ``score``
@@ -230,28 +246,72 @@ def same_file(a: str | Path, b: str | Path) -> bool:
     return a.resolve() == b.resolve()
 
 
-def check_writable_outputs(outputs: Iterable[str | Path], inputs: Iterable[str | Path] = ()) -> None:
+def path_inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (resolved) is ``folder`` or lies somewhere under it."""
+    try:
+        path, folder = path.resolve(), folder.resolve()
+    except OSError:
+        return False
+    return path == folder or folder in path.parents
+
+
+def check_output_path(out: str | Path, inputs: Iterable[str | Path] = (), protected: Iterable[str | Path] = ()) -> None:
+    """The rule for every file a command writes, checked before any work: :class:`OutputError`
+    (naming the path) when writing ``out`` would replace or damage something.
+
+    Refused: an input file however it is spelled (``./../x/in.jsonl``, a symlink, a hard link),
+    or an input that is this output's lock file (``OUT.lock``); a lock file (``*.lock``); a path
+    inside a ``protected`` folder (a passage store, the model bundle) or a ``protected`` file;
+    an existing symlink, device (``/dev/null``), FIFO or socket, which the atomic rename would
+    replace with a regular file; a directory.
+    """
+    out = Path(out)
+    for inp in map(Path, inputs):
+        if same_file(out, inp):
+            raise OutputError(f"{out}: refusing to write there: it is the input file {inp}; "
+                              "choose another output path")
+        if same_file(OutputLock.lock_path(out), inp):
+            raise OutputError(f"{out}: refusing to write there: its lock file {OutputLock.lock_path(out)} is the "
+                              f"input file {inp}; choose another output path")
+    if out.name.endswith(".lock"):
+        raise OutputError(f"{out}: refusing to write there: a .lock file is how runs keep out of each other's "
+                          "outputs; choose another output path")
+    for guarded in map(Path, protected):
+        if guarded.is_dir() and path_inside(out, guarded):
+            raise OutputError(f"{out}: refusing to write there: it is inside {guarded}, which holds a passage store "
+                              "or models that a run reads; choose another output path")
+        if guarded.is_file() and same_file(out, guarded):
+            raise OutputError(f"{out}: refusing to write there: it is the model or store file {guarded}")
+    if out.is_symlink():
+        raise OutputError(f"{out}: refusing to write there: it is a symbolic link (to {os.readlink(out)}), which "
+                          "the output would replace; give the real path or another one")
+    if out.is_dir():
+        raise OutputError(f"{out}: is a directory; give a file path (for example {out / 'out.jsonl'})")
+    if out.exists() and not out.is_file():
+        kind = ("a named pipe (FIFO)" if out.is_fifo() else "a device" if out.is_char_device() or
+                out.is_block_device() else "a socket" if out.is_socket() else "not a regular file")
+        raise OutputError(f"{out}: refusing to write there: it is {kind}, which the output would replace with "
+                          "a regular file; choose a file path")
+
+
+def check_writable_outputs(outputs: Iterable[str | Path], inputs: Iterable[str | Path] = (),
+                           protected: Iterable[str | Path] = ()) -> None:
     """Check, before any model work, that every output path can be written and destroys nothing.
 
-    Refuses (:class:`OutputError`, naming the path) an output that is an input file however it
-    is spelled (``./../x/in.jsonl``, a symlink, a hard link), two outputs that are one file, an
-    output that is a directory, and a folder that cannot be created or written (probed by
-    creating and removing a temporary file in it). Creates missing parent folders.
+    Each output must pass :func:`check_output_path`; two outputs must not be one file; each
+    output's folder must be creatable and writable (probed by creating and removing a
+    temporary file in it). Creates missing parent folders.
     """
     outputs = [Path(o) for o in outputs]
     inputs = [Path(i) for i in inputs]
+    protected = [Path(p) for p in protected]
     for out in outputs:
-        for inp in inputs:
-            if same_file(out, inp):
-                raise OutputError(f"{out}: refusing to write there: it is the input file {inp}; "
-                                  "choose another output path")
+        check_output_path(out, inputs, protected)
     for i, out in enumerate(outputs):
         for other in outputs[i + 1:]:
             if same_file(out, other):
                 raise OutputError(f"{out}: the output and the summary would be the same file {other}")
     for out in outputs:
-        if out.is_dir():
-            raise OutputError(f"{out}: is a directory; give a file path (for example {out / 'out.jsonl'})")
         parent = out.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)

@@ -51,6 +51,15 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         raise
 
 
+def finished_items(partial: str | Path) -> int:
+    """How many item lines a partial file holds after its run-key line (0 when it is missing)."""
+    try:
+        with open(partial, "rb") as f:
+            return max(0, sum(1 for raw in f if raw.strip()) - 1)
+    except OSError:
+        return 0
+
+
 class OutputLock:
     """Exclusive locks on output files for the life of a run (``flock`` on ``PATH.lock``).
 

@@ -156,6 +156,7 @@ def build_store(
         raise InputError(source, None, f"unknown chunking rule {chunking!r}; choose from {', '.join(RULES)}")
     if hnsw and not embed:
         raise FscoreError("--hnsw (store-wide search) needs every passage's vector: add --embed")
+    _check_output(source, Path(output))
     fmt = detect_format(source) if fmt == "auto" else fmt
     settings = Settings().with_(threads=threads, models_dir=Path(models_dir) if models_dir else None)
     input_sha = sha256_file(source)
@@ -168,6 +169,15 @@ def build_store(
         "vectors": "all" if embed else "lazy",
         "embed_batch_size": batch_size,
     }
+    if resume and not overwrite and (Path(output) / "manifest.json").exists():
+        embed_sha = embedder.sha256 if embedder else Bundle(settings.models_dir).get(embed_name).sha256
+        done = _existing_store(Path(output), {**wanted, "embed_sha256": embed_sha}, hnsw)
+        if not isinstance(done, BuildStats):
+            raise FscoreError(f"{output} already holds a store built from another input or with other settings; "
+                              "--resume only continues an interrupted build of this input, so it is kept: pass "
+                              "--force to replace it, or choose another output folder")
+        prog.note(f"kb build: {output} is up to date (same input, model and settings); --force rebuilds it")
+        return done
     if not overwrite and not resume:
         embed_sha = embedder.sha256 if embedder else Bundle(settings.models_dir).get(embed_name).sha256
         done = _existing_store(Path(output), {**wanted, "embed_sha256": embed_sha}, hnsw)
@@ -291,6 +301,22 @@ def build_store(
     stats.store_sha256 = manifest["store_sha256"]
     prog.update(stats.pages, stats.passages, final=True)
     return stats
+
+
+def _check_output(source: Path, output: Path) -> None:
+    """Refuse a store folder that holds the input (replacing the folder would delete it) or that is
+    the input, and an output path that is a lock, device or other non-folder (:func:`check_output_path`'s
+    rule, for a folder)."""
+    from fscore_lite.io import path_inside
+
+    if path_inside(source, output):
+        raise FscoreError(f"{output}: refusing to build the store there: the input {source} is inside it, and "
+                          "replacing the folder would delete the input; move the input out or choose another folder")
+    if output.is_symlink() or (output.exists() and not output.is_dir() and not output.is_file()):
+        raise FscoreError(f"{output}: refusing to build the store there: it is a link, device or pipe, not a folder")
+    above = next((p for p in output.absolute().parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise FscoreError(f"{output}: cannot create the store there: {above} is a file, not a folder")
 
 
 def _existing_store(path: Path, wanted: dict[str, str], hnsw: bool = False) -> BuildStats | str | None:

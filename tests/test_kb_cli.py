@@ -182,3 +182,20 @@ def test_default_build_is_lazy_and_embeds_on_first_search(built, capsys, minilm_
     with open_store(eager) as e, open_store(lazy) as s:
         assert s.vector_file().count() == 1  # one page embedded, once
         assert s.page_vectors("Kō Itakura").tobytes() == e.page_vectors("Kō Itakura").tobytes()
+
+
+def test_resume_keeps_a_store_of_another_input(tmp_path, capsys, minilm_bundle_dir):
+    """`kb build --resume` over a finished store built from another input: refused, the store kept;
+    with the same input it is up to date."""
+    a, b, store = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "store"
+    a.write_text(json.dumps(PAGES[0], ensure_ascii=False) + "\n", encoding="utf-8")
+    b.write_text(json.dumps(PAGES[1], ensure_ascii=False) + "\n", encoding="utf-8")
+    common = ["-o", str(store), "--models-dir", str(minilm_bundle_dir), "--quiet", "--threads", "1", "--workers", "0"]
+    code, out, err = run(capsys, "kb", "build", str(a), *common)
+    assert code == 0, err
+    before = {p.name: p.read_bytes() for p in store.iterdir()}
+    code, out, err = run(capsys, "kb", "build", str(b), *common, "--embed", "--resume")
+    assert code == 2 and "built from another input" in err and "--force" in err, err
+    assert {p.name: p.read_bytes() for p in store.iterdir()} == before
+    code, out, err = run(capsys, "kb", "build", str(a), *common, "--resume")
+    assert code == 0 and json.loads(out)["up_to_date"] is True, err

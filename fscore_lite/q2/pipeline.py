@@ -126,12 +126,13 @@ def summarise(items: list[dict]) -> dict:
 
 def q2_file(input_path, output_path, settings: Settings | None = None, *, options: Q2Options | None = None,
             backend: str | None = None, precision: str | None = None, resume: bool = False, summary_path=None,
-            progress: bool = True, scorer: Q2Scorer | None = None, executor=None) -> dict:
+            progress: bool = True, scorer: Q2Scorer | None = None, executor=None, force: bool = False) -> dict:
     """Score every row of ``input_path`` into ``output_path`` (JSONL) and write the summary JSON
     (default ``OUT.summary.json``); returns the summary. ``scorer``: an already loaded one;
     ``backend``/``precision``: as :class:`Q2Scorer`'s; ``executor`` (default: this process)
     scores the pending rows: see :mod:`fscore_lite.distributed`."""
-    check_threads((settings or Settings()).threads)  # a bad FSCORE_LITE_THREADS (no --threads) stops here
+    settings = settings or Settings()
+    check_threads(settings.threads)  # a bad FSCORE_LITE_THREADS (no --threads) stops here
     data = read_input(input_path)  # once: a pipe cannot be read twice
     records = read_q2_rows(data)  # all input is checked before any output exists
 
@@ -140,7 +141,8 @@ def q2_file(input_path, output_path, settings: Settings | None = None, *, option
 
     summary, _ = run_file(input_path, output_path, records, load, input_sha256=data.sha256,
                           summary_path=summary_path, resume=resume, label="q2", progress=progress,
-                          item_unit="responses", executor=executor)
+                          item_unit="responses", executor=executor, force=force,
+                          protected=[settings.store, settings.models_dir])
     return summary
 
 
