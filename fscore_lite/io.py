@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import itertools
 import json
 import math
 import os
@@ -22,6 +23,7 @@ from .errors import InputError, OutputError
 from .runfiles import OutputLock, ResumableJsonlWriter, atomic_write_text, dumps_strict  # noqa: F401  (the API)
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
+MAX_INT_DIGITS = 100  # an input number longer than this is no count or id anyone writes
 
 
 @dataclass(frozen=True)
@@ -64,16 +66,26 @@ def _input_file(path: str | Path) -> Path:
 
 
 def read_input(path: str | Path | InputFile) -> InputFile:
-    """Read an input file (or pipe) once, whole."""
+    """Read an input file (or pipe) once, whole, line by line: a line over :data:`MAX_LINE_BYTES`
+    is an InputError naming it as soon as that much of it is read (``/dev/zero`` fails at once,
+    not after filling memory)."""
     if isinstance(path, InputFile):
         return path
     path = _input_file(path)
+    parts: list[bytes] = []
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            for lineno in itertools.count(1):
+                line = f.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    break
+                if len(line) > MAX_LINE_BYTES and not (len(line) == MAX_LINE_BYTES + 1 and line.endswith(b"\n")):
+                    raise InputError(path, lineno, f"line is longer than the {MAX_LINE_BYTES} byte limit "
+                                     "(stopped reading there)")
+                parts.append(line)
     except OSError as e:
         raise InputError(path, None, f"cannot read ({e.strerror or e})") from None
-    return InputFile(path, raw)
+    return InputFile(path, b"".join(parts))
 
 
 class _NotFinite(ValueError):
@@ -85,6 +97,16 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):  # 1e999 parses to inf
         raise _NotFinite(text)
     return value
+
+
+class _TooLong(ValueError):
+    pass
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _TooLong(text)
+    return int(text)
 
 
 def _refuse_constant(text: str):
@@ -147,16 +169,24 @@ def read_jsonl(path: str | Path | InputFile, nfc: bool = False) -> Iterator[Reco
         if not text.strip():
             continue
         try:
-            obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+            obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+                             parse_int=_bounded_int)
+            if not isinstance(obj, dict):
+                raise InputError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
+            record = Record(lineno, clean_text(path, lineno, obj, nfc))
         except json.JSONDecodeError as e:
             end = " (end of line)" if e.pos >= len(text) else ""
             raise InputError(path, lineno, f"malformed JSON: {e.msg} at column {e.colno}{end}") from None
         except _NotFinite as e:
             raise InputError(path, lineno, f"the number {e} is not finite (NaN and infinity are not JSON "
                              "numbers)") from None
-        if not isinstance(obj, dict):
-            raise InputError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
-        yield Record(lineno, clean_text(path, lineno, obj, nfc))
+        except _TooLong as e:
+            raise InputError(path, lineno, f"a number of {len(str(e).lstrip('-'))} digits ({str(e)[:12]}…), over "
+                             f"the limit of {MAX_INT_DIGITS}") from None
+        except RecursionError:
+            raise InputError(path, lineno, "JSON nested too deeply (arrays or objects inside each other "
+                             "hundreds of levels down)") from None
+        yield record
 
 
 def decode_utf8(path, raw: bytes) -> str:
@@ -183,10 +213,19 @@ def read_csv_rows(path: str | Path | InputFile, nfc: bool = False) -> Iterator[R
     try:
         if reader.fieldnames is None:
             raise InputError(path, 1, "empty CSV file (no header)")
+        header = reader.fieldnames
+        twice = sorted({name for name in header if header.count(name) > 1})
+        if twice:
+            raise InputError(path, 1, "the header names the column(s) " + ", ".join(repr(n) for n in twice) +
+                             " more than once; which one is meant is not known: rename or remove the copies")
         start = reader.line_num + 1
         for row in reader:
             if None in row:
                 raise InputError(path, start, "row has more fields than the header")
+            if None in row.values():
+                given = sum(v is not None for v in row.values())
+                raise InputError(path, start, f"row has {given} field(s), fewer than the header's {len(header)} "
+                                 f"({', '.join(header)})")
             yield Record(start, clean_text(path, start, dict(row), nfc))
             start = reader.line_num + 1
     except csv.Error as e:

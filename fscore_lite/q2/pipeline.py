@@ -36,6 +36,11 @@ def read_q2_rows(path) -> list:
     records = list(read_records(data, nfc=True))
     if not records:
         raise InputError(data.path, None, "no input rows")
+    if str(data.path).lower().endswith(".csv"):  # every row has the header's columns: say so once, at the header
+        missing = [k for k in ("response", "knowledge") if k not in records[0].data]
+        if missing:
+            raise InputError(data.path, 1, f"the header has no column {' or '.join(repr(k) for k in missing)} "
+                             f"(its columns: {', '.join(records[0].data)})")
     for rec in records:
         require_text(data.path, rec, "response", allow_empty=True)
         require_text(data.path, rec, "knowledge", allow_empty=True)
