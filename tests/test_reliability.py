@@ -375,3 +375,28 @@ def test_csv_with_an_unterminated_quote_names_the_line(tmp_path):
     with pytest.raises(InputError) as e:
         read_q2_rows(p)
     assert str(e.value).startswith(f"{p}:3: malformed CSV: a quoted field starts on this line and is never closed")
+
+
+def test_a_deleted_decisions_hash_fails_the_run_and_models_verify(tmp_path):
+    """The intercept edited and the decisions_sha256 key deleted: the lookup a run makes
+    (Bundle.get, first_for_role) and `models verify` refuse the entry; an LLM entry (no
+    decision settings) needs no hash."""
+    from typer.testing import CliRunner
+
+    from fscore_lite.commands.models import app
+    from fscore_lite.manifest import Bundle, ModelEntry, ModelFile, describe_file
+
+    manifest = _bundle_with_verifier(tmp_path / "models")
+    data = json.loads(manifest.read_text())
+    data["models"][0]["extra"]["combiner"]["intercept"] = -1.9
+    del data["models"][0]["extra"]["decisions_sha256"]
+    manifest.write_text(json.dumps(data))
+    bundle = Bundle(manifest.parent)
+    for use in (lambda: bundle.get("v1"), lambda: bundle.first_for_role("verifier")):
+        with pytest.raises(ModelIntegrityError, match="holds decision settings .* but no 'decisions_sha256'"):
+            use()
+    bad = CliRunner().invoke(app, ["verify", "--models-dir", str(manifest.parent)])
+    assert bad.exit_code == 1 and "FAILED v1" in bad.output and "before its decision settings" not in bad.output
+    f = describe_file(manifest.parent, "v/model.onnx", "weights")
+    bundle.add(ModelEntry("l1", "llm", "gguf", (ModelFile(**f.__dict__),)))
+    assert bundle.get("l1").name == "l1"

@@ -83,6 +83,15 @@ def _edited_intercept(d: Path) -> None:
     (root / "manifest.json").write_text(json.dumps(data))
 
 
+def _deleted_decisions_key(d: Path) -> None:
+    """The intercept edited and the decisions_sha256 key deleted, as a hand edit would."""
+    _edited_intercept(d)
+    path = d / "home" / "models" / "manifest.json"
+    data = json.loads(path.read_text())
+    del data["models"][0]["extra"]["decisions_sha256"]
+    path.write_text(json.dumps(data))
+
+
 def _store_garbage(d: Path) -> None:
     (d / "store").mkdir()
     for name in ("manifest.json", "passages.sqlite", "vectors.npy"):
@@ -266,6 +275,8 @@ PROBES = [
           _all(_mkdir("home/models"), _w("home/models/manifest.json", "[1]"))),
     Probe("hand-edited intercept: models verify", ["models", "verify"], 1, "changed after the build",
           _edited_intercept),
+    Probe("decisions_sha256 deleted: models verify", ["models", "verify"], 1, "holds decision settings (combiner, "
+          "calibration, threshold) but no 'decisions_sha256'", _deleted_decisions_key),
     Probe("garbage store: kb verify", ["kb", "verify", "{d}/store"], 2, "store", _store_garbage),
     Probe("garbage store: score", ["score", "{d}/in.jsonl", "--store", "{d}/store"], 2, "store",
           _all(_w("in.jsonl", GOOD), _store_garbage)),
