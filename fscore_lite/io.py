@@ -113,6 +113,15 @@ def _refuse_constant(text: str):
     raise _NotFinite(text)  # NaN, Infinity, -Infinity: not JSON, and not a number a score can use
 
 
+def json_error(e: json.JSONDecodeError, text: str) -> str:
+    """A JSON error as one phrase with its column: ``Unterminated string starting at column 9``
+    (the decoder's own message ends in "at" for some errors, and its ``line 1 column 9`` names a
+    line of the one line given)."""
+    msg = e.msg[:-3] if e.msg.endswith(" at") else e.msg
+    end = " (end of line)" if e.pos >= len(text) else ""
+    return f"{msg} at column {e.colno}{end}"
+
+
 def clean_text(path, line: int | None, value: Any, nfc: bool = True, where: str = "") -> Any:
     """``value`` with every string (keys too) NFC-normalised, so that composed and decomposed
     spellings of one text are the same text; a lone surrogate (``"\\ud800"``, valid JSON but
@@ -175,8 +184,7 @@ def read_jsonl(path: str | Path | InputFile, nfc: bool = False) -> Iterator[Reco
                 raise InputError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
             record = Record(lineno, clean_text(path, lineno, obj, nfc))
         except json.JSONDecodeError as e:
-            end = " (end of line)" if e.pos >= len(text) else ""
-            raise InputError(path, lineno, f"malformed JSON: {e.msg} at column {e.colno}{end}") from None
+            raise InputError(path, lineno, f"malformed JSON: {json_error(e, text)}") from None
         except _NotFinite as e:
             raise InputError(path, lineno, f"the number {e} is not finite (NaN and infinity are not JSON "
                              "numbers)") from None

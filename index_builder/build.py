@@ -306,6 +306,9 @@ def build_store(
         writer.abort()
         raise
     stats.aliases = writer.alias_total
+    if stats.duplicate_titles:  # said even with --quiet: pages of the input are not in the store
+        sys.stderr.write(f"warning: {source}: {stats.duplicate_titles:,} page(s) skipped because an earlier page has "
+                         "the same title (the first is kept, as FActScore's build_db does)\n")
     stats.seconds = time.monotonic() - t0
     stats.cpu_main_seconds = _cpu(resource.RUSAGE_SELF) - cpu0
     stats.cpu_workers_seconds = _cpu(resource.RUSAGE_CHILDREN) - cpu0_children  # the pool is joined by now

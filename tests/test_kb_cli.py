@@ -229,3 +229,13 @@ def test_flipped_page_vector_bytes_are_caught(tmp_path, capsys, minilm_bundle_di
     assert code == 0 and again == clean and "do not match their hash were dropped" in err
     code, out, err = run(capsys, "kb", "verify", str(store))
     assert code == 0, err
+
+
+def test_duplicate_titles_are_reported_even_quiet(tmp_path, capsys, minilm_bundle_dir):
+    src, store = tmp_path / "pages.jsonl", tmp_path / "store"
+    src.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in [PAGES[1], PAGES[1] | {"text": "Other."}]),
+                   encoding="utf-8")
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--models-dir", str(minilm_bundle_dir),
+                         "--quiet", "--workers", "0")
+    assert code == 0 and json.loads(out)["duplicate_titles_skipped"] == 1, err
+    assert f"warning: {src}: 1 page(s) skipped because an earlier page has the same title" in err

@@ -102,6 +102,11 @@ PROBES = [
     # ---- inputs
     Probe("bad JSON", ["score", "{d}/in.jsonl", "-o", "{d}/o.jsonl"], 2, "in.jsonl:2: malformed JSON",
           _w("in.jsonl", GOOD + '{"topic": "x",\n'), absent=("o.jsonl", "o.jsonl.partial")),
+    Probe("unterminated string (no 'at at', not cut off)", ["score", "{d}/in.jsonl"], 2,
+          "in.jsonl:1: malformed JSON: Unterminated string starting at column 11",
+          _w("in.jsonl", '{"topic": "abc\n')),
+    Probe("report of a run with a cut line", ["report", "{d}/run.jsonl", "-o", "{d}/r.html"], 2,
+          "run.jsonl:1: not JSON (Unterminated string starting at column 11)", _w("run.jsonl", '{"topic": "abc\n')),
     Probe("non-UTF-8 bytes", ["score", "{d}/in.jsonl"], 2, "in.jsonl:1: not valid UTF-8",
           _w("in.jsonl", b'{"topic": "\xff"}\n')),
     Probe("empty input", ["score", "{d}/in.jsonl"], 2, "no input items", _w("in.jsonl", "")),

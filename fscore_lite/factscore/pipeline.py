@@ -305,7 +305,7 @@ def _warn_demo_store(store: str, missing: int, total: int) -> None:
 
     sys.stderr.write(
         f"warning: no --store was given, so the demo store ({store}, a few example pages) was used, and "
-        f"{missing} of {total} topics were not found in it (status topic_not_found, no score).\n"
+        f"{missing} of the {total} items have a topic that is not in it (status topic_not_found, no score).\n"
         "  Build a store from your own pages:  fscore-lite kb build PAGES.jsonl -o STORE\n"
         "  then pass it:                       fscore-lite score INPUT --store STORE  (or set FSCORE_LITE_STORE)\n")
     sys.stderr.flush()

@@ -71,7 +71,9 @@ def read_records(path: Path) -> list[dict]:
         try:
             rec = json.loads(line, parse_constant=_refuse_constant)
         except json.JSONDecodeError as e:
-            raise FscoreError(f"{path}:{n}: not JSON ({e.msg})") from None
+            from ..io import json_error
+
+            raise FscoreError(f"{path}:{n}: not JSON ({json_error(e, line)})") from None
         except ValueError as e:  # NaN or Infinity: the report's embedded data would not load
             raise FscoreError(f"{path}:{n}: {e}") from None
         if not isinstance(rec, dict):
