@@ -43,8 +43,10 @@ def env_int(name: str, minimum: int, unit: str) -> int | None:
 
 def _default_threads() -> int:
     value = env_int("FSCORE_LITE_THREADS", 1, "threads")
+    if value is not None and value > MAX_THREADS:
+        raise FscoreError(f"FSCORE_LITE_THREADS must be at most {MAX_THREADS}, not {value}")
     if value is not None:
-        return check_threads(value)
+        return value
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 

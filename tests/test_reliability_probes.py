@@ -237,7 +237,7 @@ PROBES = [
           _w("in.jsonl", GOOD)),
     Probe("--threads 2**40", ["score", "{d}/in.jsonl", "--threads", "1099511627776"], 2,
           "--threads must be at most 1024", _w("in.jsonl", GOOD)),
-    Probe("FSCORE_LITE_THREADS=99999", ["score", "{d}/in.jsonl"], 2, "--threads must be at most 1024",
+    Probe("FSCORE_LITE_THREADS=99999", ["score", "{d}/in.jsonl"], 2, "FSCORE_LITE_THREADS must be at most 1024",
           _w("in.jsonl", GOOD), env={"FSCORE_LITE_THREADS": "99999"}),
     Probe("--n-ctx -1", ["score", "{d}/in.jsonl", "--n-ctx", "-1"], 2, "--n-ctx must be a whole number of tokens "
           "from 64", _w("in.jsonl", GOOD)),
