@@ -153,6 +153,8 @@ PROBES = [
           unchanged=("run.jsonl", "run.summary.json")),
     Probe("report -o the run's summary", ["report", "{d}/run.jsonl", "-o", "{d}/run.summary.json"], 2,
           "the summary of", RUN, unchanged=("run.summary.json",)),
+    Probe("report -o /dev/null", ["report", "{d}/run.jsonl", "-o", "/dev/null"], 2, "/dev/null: refusing to write "
+          "there: it is a device", RUN),
     Probe("report DIR", ["report", "{d}/runs"], 2, "runs: is a directory", _mkdir("runs")),
     Probe("report --bootstrap 0", ["report", "{d}/run.jsonl", "--bootstrap", "0", "-o", "{d}/r.html"], 2,
           "--bootstrap must be 1 or more", RUN, absent=("r.html",)),
