@@ -73,14 +73,14 @@ def _split(options: dict, *kinds) -> list[dict]:
 def _paths(input, output, summary, suffix: str):
     from pathlib import Path
 
-    from .io import summary_path_for
+    from .io import default_output, summary_path_for
 
     input = Path(input)
-    output = Path(output) if output else input.with_name(input.stem + suffix)
+    output = Path(output) if output else default_output(input, suffix)
     return input, output, Path(summary) if summary else summary_path_for(output)
 
 
-def score(input, output=None, *, summary=None, resume: bool = False, settings: Settings | None = None,
+def score(input, output=None, *, summary=None, resume: bool = False, force: bool = False, settings: Settings | None = None,
           ray: str | None = None, ray_actors: int | None = None, **options) -> dict:
     """FActScore over a JSONL file, as ``fscore-lite score``: writes ``output`` (default: INPUT
     with ``.factscore.jsonl``) and the summary JSON (default: OUTPUT with ``.summary.json``);
@@ -96,11 +96,12 @@ def score(input, output=None, *, summary=None, resume: bool = False, settings: S
     settings = (settings or Settings()).with_(**changes)
     options = ScoreOptions(**method)
     with executor_for(ray, ray_actors, "factscore", settings, options) as executor:
-        result = score_file(input, output, settings, options, resume=resume, summary_path=summary, executor=executor)
+        result = score_file(input, output, settings, options, resume=resume, summary_path=summary, executor=executor,
+                            force=force)
         return result | ({"ray": executor.describe()} if executor else {})
 
 
-def q2(input, output=None, *, summary=None, resume: bool = False, settings: Settings | None = None,
+def q2(input, output=None, *, summary=None, resume: bool = False, force: bool = False, settings: Settings | None = None,
        progress: bool = True, ray: str | None = None, ray_actors: int | None = None, **options) -> dict:
     """Q² over a CSV or JSONL file, as ``fscore-lite q2``: writes ``output`` (default: INPUT with
     ``.q2.jsonl``) and the summary JSON; returns the summary. ``options``: any :class:`Q2Options`
@@ -115,7 +116,7 @@ def q2(input, output=None, *, summary=None, resume: bool = False, settings: Sett
     settings = (settings or Settings()).with_(**changes)
     options = Q2Options(**method)
     with executor_for(ray, ray_actors, "q2", settings, options) as executor:
-        result = q2_file(input, output, settings, options=options, resume=resume, summary_path=summary,
+        result = q2_file(input, output, settings, options=options, resume=resume, force=force, summary_path=summary,
                          progress=progress, executor=executor)
         return result | ({"ray": executor.describe()} if executor else {})
 

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
+from .errors import OutputError
 from .io import OutputLock, ResumableJsonlWriter, atomic_write_json, check_writable_outputs, summary_path_for
 from .progress import Progress
+from .runfiles import finished_items
 
 
 class LocalExecutor:
@@ -70,7 +72,7 @@ def run_file(input_path: str | Path, output_path: str | Path, items: Sequence, l
              input_sha256: str, summary_path: str | Path | None = None, resume: bool = False, label: str, progress: bool = True,
              item_unit: str = "items", note: Callable[[Any], str] = lambda item: "",
              plan: Callable[[FileScorer, list, Progress], None] | None = None,
-             executor=None) -> tuple[dict, FileScorer]:
+             executor=None, force: bool = False, protected: Sequence[str | Path] = ()) -> tuple[dict, FileScorer]:
     """Score ``items`` (validated, each with its input ``line``) into ``output_path`` and write the
     summary JSON (default ``OUT.summary.json``); returns the summary and the scorer.
 
@@ -79,14 +81,21 @@ def run_file(input_path: str | Path, output_path: str | Path, items: Sequence, l
     locked against a second run; ``plan`` may declare
     work up front (``Progress.add_total``) for the items still to score; ``note`` labels the
     progress line after each item. ``executor``: where the pending items are scored (default:
-    this process; see :mod:`fscore_lite.distributed`)."""
+    this process; see :mod:`fscore_lite.distributed`). ``protected``: folders and files no output may
+    be written into (the passage store, the model bundle). A partial file holding finished items
+    is continued only with ``resume`` and discarded only with ``force``: otherwise the run stops."""
     input_path, output_path = Path(input_path), Path(output_path)
     summary_path = Path(summary_path) if summary_path else summary_path_for(output_path)
     partial = output_path.with_name(output_path.name + ".partial")
-    check_writable_outputs([output_path, summary_path, partial], inputs=[input_path])
+    check_writable_outputs([output_path, summary_path, partial], inputs=[input_path], protected=protected)
     t_start = time.monotonic()
     lock = OutputLock([output_path, summary_path]).acquire()  # one run per output, taken before models load
     try:
+        if not resume and not force:
+            finished = finished_items(partial)
+            if finished:
+                raise OutputError(f"{partial} holds {finished} finished item(s) of an earlier run of this output; "
+                                  "--resume continues that run, --force discards them and starts over")
         scorer = load()
         t_loaded = time.monotonic()
         writer = ResumableJsonlWriter(output_path, resume=resume, run_key=run_key(input_sha256, scorer.identity()),

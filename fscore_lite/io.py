@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import itertools
 import json
 import math
 import os
@@ -22,6 +23,7 @@ from .errors import InputError, OutputError
 from .runfiles import OutputLock, ResumableJsonlWriter, atomic_write_text, dumps_strict  # noqa: F401  (the API)
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
+MAX_INT_DIGITS = 100  # an input number longer than this is no count or id anyone writes
 
 
 @dataclass(frozen=True)
@@ -48,9 +50,14 @@ class InputFile:
         return hashlib.sha256(self.raw).hexdigest()
 
 
+STDIN_HINT = "to read standard input, give /dev/stdin as the input and an output with -o"
+
+
 def _input_file(path: str | Path) -> Path:
     """The input path, or an InputError when it is missing or not a regular file."""
     path = Path(path)
+    if str(path) == "-":
+        raise InputError(path, None, f"'-' is not a file name here; {STDIN_HINT}")
     if not path.exists():
         raise InputError(path, None, "file not found")
     if path.is_dir():
@@ -59,16 +66,26 @@ def _input_file(path: str | Path) -> Path:
 
 
 def read_input(path: str | Path | InputFile) -> InputFile:
-    """Read an input file (or pipe) once, whole."""
+    """Read an input file (or pipe) once, whole, line by line: a line over :data:`MAX_LINE_BYTES`
+    is an InputError naming it as soon as that much of it is read (``/dev/zero`` fails at once,
+    not after filling memory)."""
     if isinstance(path, InputFile):
         return path
     path = _input_file(path)
+    parts: list[bytes] = []
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            for lineno in itertools.count(1):
+                line = f.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    break
+                if len(line) > MAX_LINE_BYTES and not (len(line) == MAX_LINE_BYTES + 1 and line.endswith(b"\n")):
+                    raise InputError(path, lineno, f"line is longer than the {MAX_LINE_BYTES} byte limit "
+                                     "(stopped reading there)")
+                parts.append(line)
     except OSError as e:
         raise InputError(path, None, f"cannot read ({e.strerror or e})") from None
-    return InputFile(path, raw)
+    return InputFile(path, b"".join(parts))
 
 
 class _NotFinite(ValueError):
@@ -82,8 +99,27 @@ def _finite_float(text: str) -> float:
     return value
 
 
+class _TooLong(ValueError):
+    pass
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _TooLong(text)
+    return int(text)
+
+
 def _refuse_constant(text: str):
     raise _NotFinite(text)  # NaN, Infinity, -Infinity: not JSON, and not a number a score can use
+
+
+def json_error(e: json.JSONDecodeError, text: str) -> str:
+    """A JSON error as one phrase with its column: ``Unterminated string starting at column 9``
+    (the decoder's own message ends in "at" for some errors, and its ``line 1 column 9`` names a
+    line of the one line given)."""
+    msg = e.msg[:-3] if e.msg.endswith(" at") else e.msg
+    end = " (end of line)" if e.pos >= len(text) else ""
+    return f"{msg} at column {e.colno}{end}"
 
 
 def clean_text(path, line: int | None, value: Any, nfc: bool = True, where: str = "") -> Any:
@@ -142,16 +178,23 @@ def read_jsonl(path: str | Path | InputFile, nfc: bool = False) -> Iterator[Reco
         if not text.strip():
             continue
         try:
-            obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+            obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+                             parse_int=_bounded_int)
+            if not isinstance(obj, dict):
+                raise InputError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
+            record = Record(lineno, clean_text(path, lineno, obj, nfc))
         except json.JSONDecodeError as e:
-            end = " (end of line)" if e.pos >= len(text) else ""
-            raise InputError(path, lineno, f"malformed JSON: {e.msg} at column {e.colno}{end}") from None
+            raise InputError(path, lineno, f"malformed JSON: {json_error(e, text)}") from None
         except _NotFinite as e:
             raise InputError(path, lineno, f"the number {e} is not finite (NaN and infinity are not JSON "
                              "numbers)") from None
-        if not isinstance(obj, dict):
-            raise InputError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
-        yield Record(lineno, clean_text(path, lineno, obj, nfc))
+        except _TooLong as e:
+            raise InputError(path, lineno, f"a number of {len(str(e).lstrip('-'))} digits ({str(e)[:12]}…), over "
+                             f"the limit of {MAX_INT_DIGITS}") from None
+        except RecursionError:
+            raise InputError(path, lineno, "JSON nested too deeply (arrays or objects inside each other "
+                             "hundreds of levels down)") from None
+        yield record
 
 
 def decode_utf8(path, raw: bytes) -> str:
@@ -178,10 +221,19 @@ def read_csv_rows(path: str | Path | InputFile, nfc: bool = False) -> Iterator[R
     try:
         if reader.fieldnames is None:
             raise InputError(path, 1, "empty CSV file (no header)")
+        header = reader.fieldnames
+        twice = sorted({name for name in header if header.count(name) > 1})
+        if twice:
+            raise InputError(path, 1, "the header names the column(s) " + ", ".join(repr(n) for n in twice) +
+                             " more than once; which one is meant is not known: rename or remove the copies")
         start = reader.line_num + 1
         for row in reader:
             if None in row:
                 raise InputError(path, start, "row has more fields than the header")
+            if None in row.values():
+                given = sum(v is not None for v in row.values())
+                raise InputError(path, start, f"row has {given} field(s), fewer than the header's {len(header)} "
+                                 f"({', '.join(header)})")
             yield Record(start, clean_text(path, start, dict(row), nfc))
             start = reader.line_num + 1
     except csv.Error as e:
@@ -209,6 +261,17 @@ def require_text(path, rec: Record, key: str, allow_empty: bool = False) -> str:
     return value
 
 
+def default_output(input: str | Path, suffix: str) -> Path:
+    """The output beside ``input`` (its stem + ``suffix``), for a regular input file only: a pipe
+    or device (``/dev/stdin``, a FIFO) has no folder of its own to write into, so -o is needed."""
+    input = Path(input)
+    if str(input) == "-":
+        raise InputError(input, None, f"'-' is not a file name here; {STDIN_HINT}")
+    if input.exists() and not input.is_file() and not input.is_dir():
+        raise OutputError(f"{input} is a pipe or device, not a file to write beside: give the output with -o OUTPUT")
+    return input.with_name(input.stem + suffix)
+
+
 def summary_path_for(output: str | Path) -> Path:
     """The default summary of an output file: ``OUT.summary.json`` for ``OUT.jsonl`` (the
     ``.jsonl`` is dropped; any other name gets ``.summary.json`` appended). Used by ``score``
@@ -230,28 +293,72 @@ def same_file(a: str | Path, b: str | Path) -> bool:
     return a.resolve() == b.resolve()
 
 
-def check_writable_outputs(outputs: Iterable[str | Path], inputs: Iterable[str | Path] = ()) -> None:
+def path_inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (resolved) is ``folder`` or lies somewhere under it."""
+    try:
+        path, folder = path.resolve(), folder.resolve()
+    except OSError:
+        return False
+    return path == folder or folder in path.parents
+
+
+def check_output_path(out: str | Path, inputs: Iterable[str | Path] = (), protected: Iterable[str | Path] = ()) -> None:
+    """The rule for every file a command writes, checked before any work: :class:`OutputError`
+    (naming the path) when writing ``out`` would replace or damage something.
+
+    Refused: an input file however it is spelled (``./../x/in.jsonl``, a symlink, a hard link),
+    or an input that is this output's lock file (``OUT.lock``); a lock file (``*.lock``); a path
+    inside a ``protected`` folder (a passage store, the model bundle) or a ``protected`` file;
+    an existing symlink, device (``/dev/null``), FIFO or socket, which the atomic rename would
+    replace with a regular file; a directory.
+    """
+    out = Path(out)
+    for inp in map(Path, inputs):
+        if same_file(out, inp):
+            raise OutputError(f"{out}: refusing to write there: it is the input file {inp}; "
+                              "choose another output path")
+        if same_file(OutputLock.lock_path(out), inp):
+            raise OutputError(f"{out}: refusing to write there: its lock file {OutputLock.lock_path(out)} is the "
+                              f"input file {inp}; choose another output path")
+    if out.name.endswith(".lock"):
+        raise OutputError(f"{out}: refusing to write there: a .lock file is how runs keep out of each other's "
+                          "outputs; choose another output path")
+    for guarded in map(Path, protected):
+        if guarded.is_dir() and path_inside(out, guarded):
+            raise OutputError(f"{out}: refusing to write there: it is inside {guarded}, which holds a passage store "
+                              "or models that a run reads; choose another output path")
+        if guarded.is_file() and same_file(out, guarded):
+            raise OutputError(f"{out}: refusing to write there: it is the model or store file {guarded}")
+    if out.is_symlink():
+        raise OutputError(f"{out}: refusing to write there: it is a symbolic link (to {os.readlink(out)}), which "
+                          "the output would replace; give the real path or another one")
+    if out.is_dir():
+        raise OutputError(f"{out}: is a directory; give a file path (for example {out / 'out.jsonl'})")
+    if out.exists() and not out.is_file():
+        kind = ("a named pipe (FIFO)" if out.is_fifo() else "a device" if out.is_char_device() or
+                out.is_block_device() else "a socket" if out.is_socket() else "not a regular file")
+        raise OutputError(f"{out}: refusing to write there: it is {kind}, which the output would replace with "
+                          "a regular file; choose a file path")
+
+
+def check_writable_outputs(outputs: Iterable[str | Path], inputs: Iterable[str | Path] = (),
+                           protected: Iterable[str | Path] = ()) -> None:
     """Check, before any model work, that every output path can be written and destroys nothing.
 
-    Refuses (:class:`OutputError`, naming the path) an output that is an input file however it
-    is spelled (``./../x/in.jsonl``, a symlink, a hard link), two outputs that are one file, an
-    output that is a directory, and a folder that cannot be created or written (probed by
-    creating and removing a temporary file in it). Creates missing parent folders.
+    Each output must pass :func:`check_output_path`; two outputs must not be one file; each
+    output's folder must be creatable and writable (probed by creating and removing a
+    temporary file in it). Creates missing parent folders.
     """
     outputs = [Path(o) for o in outputs]
     inputs = [Path(i) for i in inputs]
+    protected = [Path(p) for p in protected]
     for out in outputs:
-        for inp in inputs:
-            if same_file(out, inp):
-                raise OutputError(f"{out}: refusing to write there: it is the input file {inp}; "
-                                  "choose another output path")
+        check_output_path(out, inputs, protected)
     for i, out in enumerate(outputs):
         for other in outputs[i + 1:]:
             if same_file(out, other):
                 raise OutputError(f"{out}: the output and the summary would be the same file {other}")
     for out in outputs:
-        if out.is_dir():
-            raise OutputError(f"{out}: is a directory; give a file path (for example {out / 'out.jsonl'})")
         parent = out.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)

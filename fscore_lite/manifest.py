@@ -87,6 +87,15 @@ class ModelEntry:
         return ModelEntry(**{**d, "files": files})
 
 
+DECISION_KEYS = ("combiner", "llm_combiners", "calibration", "calibrations")
+
+
+def holds_decisions(entry: "ModelEntry") -> bool:
+    """Whether an entry's settings change decisions (a verifier's, or any with a combiner or
+    calibration), so that its build must have recorded their hash."""
+    return entry.role == "verifier" or any(k in entry.extra for k in DECISION_KEYS)
+
+
 def decision_settings(extra: dict) -> dict:
     """``extra`` without the recorded hash and the build reports (they change no decision)."""
     out = {k: v for k, v in extra.items() if k not in (DECISIONS_KEY, REPORT_KEY)}
@@ -156,8 +165,14 @@ class Bundle:
 
     def check_decisions(self, entry: ModelEntry) -> ModelEntry:
         """``entry``, or ModelIntegrityError when its decision settings no longer match the hash
-        its build recorded (an entry without a recorded hash passes: see ``models verify``)."""
+        its build recorded, or when an entry that holds decision settings (a verifier, a combiner)
+        records no hash at all: a deleted key is not told apart from an edit."""
         recorded = entry.recorded_decisions_sha256
+        if recorded is None and holds_decisions(entry):
+            raise ModelIntegrityError(
+                f"model '{entry.name}' in {self.manifest_path} holds decision settings (combiner, calibration, "
+                f"threshold) but no '{DECISIONS_KEY}' to check them against: the key was removed, or the entry "
+                "was not written by `models train`; refusing to use it. Restore the manifest, or rebuild the model.")
         if recorded is not None and recorded != entry.decisions_sha256:
             raise ModelIntegrityError(
                 f"the decision settings of model '{entry.name}' in {self.manifest_path} (combiner weights, "

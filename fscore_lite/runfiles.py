@@ -11,7 +11,9 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import hashlib
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable
@@ -49,6 +51,15 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         if isinstance(e, OSError):
             raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
         raise
+
+
+def finished_items(partial: str | Path) -> int:
+    """How many item lines a partial file holds after its run-key line (0 when it is missing)."""
+    try:
+        with open(partial, "rb") as f:
+            return max(0, sum(1 for raw in f if raw.strip()) - 1)
+    except OSError:
+        return 0
 
 
 class OutputLock:
@@ -177,10 +188,16 @@ class ResumableJsonlWriter:
         return FscoreError(f"{self.partial}:{n}: {why}; this file cannot be resumed: remove it "
                            "(or move it aside) and run without --resume")
 
+    def _item_hash(self, line: int, item: dict) -> str:
+        """The sha256 a partial line carries: of this run's key and the line's item as written."""
+        return hashlib.sha256((self.run_key + "\n" + dumps_strict({"_line": line, "item": item})).encode()).hexdigest()
+
     def _load_partial(self) -> None:
         """Trust nothing: the first line is this run's key, every other line ``{"_line": N,
-        "item": {...}}`` with N an input line not seen before. Only the last line may be torn
-        (an interrupted append); it is dropped."""
+        "item": {...}, "sha256": H}`` with N an input line not seen before. Only the last line may
+        be torn (an interrupted append); it is dropped. An item whose ``sha256`` is missing or not
+        that of its text (edited by hand) is dropped too, with a warning, and scored again."""
+        edited: list[int] = []
         with open(self.partial, "rb") as f:
             raw_lines = f.read().split(b"\n")
         numbered = [(n, raw) for n, raw in enumerate(raw_lines, 1) if raw.strip()]
@@ -202,7 +219,7 @@ class ResumableJsonlWriter:
                                       "remove it or run without --resume")
                 good.append(line)
                 continue
-            if not (isinstance(obj, dict) and set(obj) == {"_line", "item"}):
+            if not (isinstance(obj, dict) and {"_line", "item"} <= set(obj) <= {"_line", "item", "sha256"}):
                 raise self._refuse(n, 'expected {"_line": N, "item": {...}}')
             k, item = obj["_line"], obj["item"]
             if isinstance(k, bool) or not isinstance(k, int) or not isinstance(item, dict):
@@ -211,8 +228,14 @@ class ResumableJsonlWriter:
                 raise self._refuse(n, f"item for input line {k}, which holds no item of the input")
             if k in self.items:
                 raise self._refuse(n, f"a second item for input line {k}")
+            if obj.get("sha256") != self._item_hash(k, item):
+                edited.append(n)
+                continue
             self.items[k] = item
             good.append(line)
+        if edited:
+            sys.stderr.write(f"warning: {self.partial}: line(s) {', '.join(map(str, edited))} do not match the "
+                             "hash recorded when they were written (edited?); those items are scored again\n")
         if not good:  # an empty or torn header: start afresh
             good = [json.dumps({"_run": self.run_key})]
         # rewrite without torn lines so appends start on a clean line
@@ -224,7 +247,7 @@ class ResumableJsonlWriter:
 
     def add(self, line: int, item: dict) -> None:
         try:
-            text = dumps_strict({"_line": line, "item": item})
+            text = dumps_strict({"_line": line, "item": item, "sha256": self._item_hash(line, item)})
         except ValueError:
             raise OutputError(f"the result for input line {line} holds a number that is not finite (NaN or "
                               "infinity), which JSON cannot carry; nothing was written for it") from None

@@ -43,19 +43,35 @@ def env_int(name: str, minimum: int, unit: str) -> int | None:
 
 def _default_threads() -> int:
     value = env_int("FSCORE_LITE_THREADS", 1, "threads")
+    if value is not None and value > MAX_THREADS:
+        raise FscoreError(f"FSCORE_LITE_THREADS must be at most {MAX_THREADS}, not {value}")
     if value is not None:
         return value
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
+MAX_THREADS = 1024
+MIN_N_CTX, MAX_N_CTX = 64, 131072  # a context shorter than any prompt; the largest any bundled LLM takes
+
+
 def check_threads(threads) -> int:
-    """A thread count of 1 or more (``--threads 0`` or -1 would let llama.cpp pick its own
-    number, so the summary could not say what ran)."""
+    """A thread count of 1 to :data:`MAX_THREADS` (``--threads 0`` or -1 would let llama.cpp pick its
+    own number, so the summary could not say what ran; a huge one overflows the runtimes' C ints)."""
     if isinstance(threads, bool) or not isinstance(threads, int):
         raise FscoreError(f"--threads must be a whole number, not {threads!r}")
     if threads < 1:
         raise FscoreError(f"--threads must be 1 or more, not {threads}")
+    if threads > MAX_THREADS:
+        raise FscoreError(f"--threads must be at most {MAX_THREADS}, not {threads}")
     return threads
+
+
+def check_n_ctx(n_ctx) -> int:
+    """``--n-ctx``: a whole number of tokens from :data:`MIN_N_CTX` to :data:`MAX_N_CTX`, checked
+    before any model loads (llama.cpp fails on 0 or less only after loading the weights)."""
+    if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or not MIN_N_CTX <= n_ctx <= MAX_N_CTX:
+        raise FscoreError(f"--n-ctx must be a whole number of tokens from {MIN_N_CTX} to {MAX_N_CTX}, not {n_ctx!r}")
+    return n_ctx
 
 
 MAX_PARALLEL = 3  # llm_parallel.MAX_WIDTH: 4 or more sequences a step change the bits
@@ -95,6 +111,7 @@ class Settings:
         else:
             check_threads(self.threads)  # the value passed to every runtime, recorded in summaries
         check_parallel(self.parallel)
+        check_n_ctx(self.n_ctx)
         if self.store_named is None:
             named = self.store is not None or bool(os.environ.get("FSCORE_LITE_STORE"))
             object.__setattr__(self, "store_named", named)

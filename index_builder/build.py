@@ -13,6 +13,7 @@ settings give the same store bytes (embedding may use many threads; HNSW inserti
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import resource
@@ -35,6 +36,7 @@ from fscore_lite.store import passage_embedding_text
 from .chunking import MAX_TOKENS, RULE_DESCRIPTIONS, RULES
 from .parallel import prepared_pages
 from .sources import CHUNKED_FORMATS, FORMATS, detect_format, read_pages
+from .mediawiki import TruncatedDump
 from .writer import HNSW_EF_CONSTRUCTION, HNSW_M, HNSW_SEED, StoreWriter
 
 EMBED_TEXT_RULE = 'title + " " + text with <s>/</s> removed (FActScore retrieval)'
@@ -156,8 +158,10 @@ def build_store(
         raise InputError(source, None, f"unknown chunking rule {chunking!r}; choose from {', '.join(RULES)}")
     if hnsw and not embed:
         raise FscoreError("--hnsw (store-wide search) needs every passage's vector: add --embed")
+    _check_output(source, Path(output))
     fmt = detect_format(source) if fmt == "auto" else fmt
     settings = Settings().with_(threads=threads, models_dir=Path(models_dir) if models_dir else None)
+    input_size = source.stat().st_size
     input_sha = sha256_file(source)
     wanted = {
         "source": source_label or source.name,
@@ -168,6 +172,15 @@ def build_store(
         "vectors": "all" if embed else "lazy",
         "embed_batch_size": batch_size,
     }
+    if resume and not overwrite and (Path(output) / "manifest.json").exists():
+        embed_sha = embedder.sha256 if embedder else Bundle(settings.models_dir).get(embed_name).sha256
+        done = _existing_store(Path(output), {**wanted, "embed_sha256": embed_sha}, hnsw)
+        if not isinstance(done, BuildStats):
+            raise FscoreError(f"{output} already holds a store built from another input or with other settings; "
+                              "--resume only continues an interrupted build of this input, so it is kept: pass "
+                              "--force to replace it, or choose another output folder")
+        prog.note(f"kb build: {output} is up to date (same input, model and settings); --force rebuilds it")
+        return done
     if not overwrite and not resume:
         embed_sha = embedder.sha256 if embedder else Bundle(settings.models_dir).get(embed_name).sha256
         done = _existing_store(Path(output), {**wanted, "embed_sha256": embed_sha}, hnsw)
@@ -193,7 +206,10 @@ def build_store(
                          vectors=embed, resume=resume)
     state = writer.checkpoint_state
     identity = {**wanted, "embed_sha256": embedder.sha256}
-    if state and state.get("identity") != identity:
+    if state and state.get("identity") != identity and _grown_since(source, state, identity):
+        prog.note(f"kb build: {source} is the file the interrupted build stopped at the end of, now longer: "
+                  "continuing")
+    elif state and state.get("identity") != identity:
         writer.abort(keep=True)
         raise FscoreError(f"the interrupted build beside {output} was of another input or other settings; "
                           "run without --resume to start over")
@@ -205,8 +221,8 @@ def build_store(
     position: list[int] = []
     pages = itertools.islice(read_pages(source, fmt, position), consumed, None)
 
-    def save() -> None:
-        writer.checkpoint({"identity": identity, "consumed": consumed, "duplicates": stats.duplicate_titles})
+    def save(**more) -> None:
+        writer.checkpoint({"identity": identity, "consumed": consumed, "duplicates": stats.duplicate_titles, **more})
 
     def embed_window(window: list) -> dict[int, np.ndarray]:
         """Vectors of the window's pages that will be written (by position in the window)."""
@@ -276,6 +292,11 @@ def build_store(
         f0, fcpu0 = time.monotonic(), _cpu(resource.RUSAGE_SELF)
         manifest = writer.finish(meta)
         stats.finish_seconds, stats.cpu_finish_seconds = time.monotonic() - f0, _cpu(resource.RUSAGE_SELF) - fcpu0
+    except TruncatedDump as e:  # the pages before the cut are good: commit them for a --resume
+        save(truncated={"size": input_size, "sha256": input_sha})
+        writer.abort(keep=True)
+        raise InputError(e.path, None, f"{e.message}; the {writer.page_count:,} articles before the cut are committed: once "
+                         "the file is complete, the same command with --resume continues from there") from None
     except (KeyboardInterrupt, SystemExit):
         writer.abort(keep=True)  # what was committed stays for --resume
         prog.note(f"kb build: interrupted; the same command with --resume continues from the last commit "
@@ -285,12 +306,53 @@ def build_store(
         writer.abort()
         raise
     stats.aliases = writer.alias_total
+    if stats.duplicate_titles:  # said even with --quiet: pages of the input are not in the store
+        sys.stderr.write(f"warning: {source}: {stats.duplicate_titles:,} page(s) skipped because an earlier page has "
+                         "the same title (the first is kept, as FActScore's build_db does)\n")
     stats.seconds = time.monotonic() - t0
     stats.cpu_main_seconds = _cpu(resource.RUSAGE_SELF) - cpu0
     stats.cpu_workers_seconds = _cpu(resource.RUSAGE_CHILDREN) - cpu0_children  # the pool is joined by now
     stats.store_sha256 = manifest["store_sha256"]
     prog.update(stats.pages, stats.passages, final=True)
     return stats
+
+
+def _grown_since(source: Path, state: dict, identity: dict) -> bool:
+    """Whether an interrupted build stopped at the end of a cut-short ``source`` (its checkpoint
+    records that file's size and sha256) and ``source`` is now that file with more bytes after it:
+    the same build, of the completed file. Only the input's hash may differ."""
+    cut = state.get("truncated")
+    old = dict(state.get("identity") or {})
+    if not isinstance(cut, dict) or {**old, "input_sha256": identity["input_sha256"]} != identity:
+        return False
+    size, h = cut.get("size"), hashlib.sha256()
+    if not isinstance(size, int) or source.stat().st_size <= size or old.get("input_sha256") != cut.get("sha256"):
+        return False
+    with open(source, "rb") as f:
+        left = size
+        while left:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                return False
+            h.update(chunk)
+            left -= len(chunk)
+    return h.hexdigest() == cut["sha256"]
+
+
+def _check_output(source: Path, output: Path) -> None:
+    """Refuse a store folder that holds the input (replacing the folder would delete it) or that is
+    the input, and an output path that is a lock, device or other non-folder (:func:`check_output_path`'s
+    rule, for a folder)."""
+    from fscore_lite.io import path_inside
+
+    if path_inside(source, output):
+        raise FscoreError(f"{output}: refusing to build the store there: the input {source} is inside it, and "
+                          "replacing the folder would delete the input; move the input out or choose another folder")
+    if output.is_symlink() or (output.exists() and not output.is_dir() and not output.is_file()):
+        raise FscoreError(f"{output}: refusing to build the store there: it is a link, device or pipe, not a folder")
+    above = next((p for p in output.absolute().parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise FscoreError(f"{output}: cannot create the store there: {above} is a file, not a folder")
 
 
 def _existing_store(path: Path, wanted: dict[str, str], hnsw: bool = False) -> BuildStats | str | None:

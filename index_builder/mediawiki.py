@@ -35,6 +35,23 @@ _DROP_TAGS = {"table", "ref", "references", "gallery", "math", "timeline", "imag
               "source", "pre", "nowiki", "templatedata", "graph", "div"}
 
 
+class TruncatedDump(InputError):
+    """The dump ends before its XML does (a download cut short): what came before it is good."""
+
+
+def _read_failure(path: Path, raw: "_Counting", size: int, pages: int, e: Exception) -> InputError:
+    """The error for a failure while reading the dump: :class:`TruncatedDump` when the file
+    ended before the XML did (bz2's end-of-stream marker missing, or the XML parser at the end of
+    the file with elements still open), else a malformed-dump error; both name the byte offset."""
+    msg = str(e)
+    at_end = raw.read_bytes >= size
+    if isinstance(e, EOFError) or (at_end and ("no element found" in msg or "unclosed token" in msg)):
+        return TruncatedDump(path, None, f"the file ends at byte {size:,} before the dump does ({msg}), after "
+                             f"{pages:,} complete <page> elements: it was cut short (an unfinished download?)")
+    return InputError(path, None, f"malformed dump near byte {raw.read_bytes:,} of {size:,}, after {pages:,} "
+                      f"pages: {msg}")
+
+
 class _Counting:
     """A binary file that counts the compressed bytes read (for the build's ETA)."""
 
@@ -74,8 +91,8 @@ def is_mediawiki_dump(path: Path, head: bytes) -> bool:
         try:
             with bz2.open(path, "rb") as f:
                 head = f.read(4096)
-        except (OSError, EOFError):
-            return False
+        except (OSError, EOFError):  # cut inside the first block: nothing to look at, the name says it
+            return path.name.lower().endswith(".xml.bz2")
     return b"<mediawiki" in head[:4096]
 
 
@@ -103,26 +120,28 @@ def read_mediawiki(path: str | Path, position: list[int] | None = None):
         try:
             dump = mwxml.Dump.from_file(stream)
         except Exception as e:  # noqa: BLE001 - mwxml raises several XML and schema errors
+            failure = _read_failure(path, raw, size, 0, e)
+            if isinstance(failure, TruncatedDump):
+                raise failure from None
             raise InputError(path, None, f"not a MediaWiki XML dump: {e}") from None
         pages = iter(dump)
         n = 0
         while True:
-            try:
+            try:  # the XML is parsed lazily: a page's revisions are read while iterating them
                 page = next(pages)
+                text = None
+                if page.namespace == 0:
+                    for revision in page:  # pages-articles dumps hold the latest revision only: keep the last
+                        text = revision.text
             except StopIteration:
                 break
-            except (OSError, EOFError) as e:
-                raise InputError(path, None, f"reading the dump failed after {n} pages: {e}") from None
-            except Exception as e:  # noqa: BLE001 - malformed XML inside the stream
-                raise InputError(path, None, f"malformed dump after {n} pages: {e}") from None
+            except Exception as e:  # noqa: BLE001 - bz2 EOFError/OSError, XML ParseError, mwxml schema errors
+                raise _read_failure(path, raw, size, n, e) from None
             n += 1
             if position is not None:
                 position[:] = [raw.read_bytes, size]
             if page.namespace != 0:
                 continue
-            text = None
-            for revision in page:  # pages-articles dumps hold the latest revision only: keep the last
-                text = revision.text
             where = f"{path}: page {page.id}"
             if page.redirect:
                 target = normalize_title(page.redirect)

@@ -73,7 +73,14 @@ class StoreWriter:
             raise FscoreError(f"{self.target} already exists; pass --force to replace it")
         if self.target.exists() and not (self.target / MANIFEST_NAME).exists():
             raise FscoreError(f"{self.target} exists and is not a passage store; refusing to replace it")
-        self.target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise FscoreError(f"{self.target}: cannot create the store there: {self.target.parent} (or a folder "
+                              "above it) is a file, not a folder") from None
+        except OSError as e:
+            raise FscoreError(f"{self.target}: cannot create the folder {self.target.parent} "
+                              f"({e.strerror or e})") from None
         self.tmp = self.target.parent / f".{self.target.name}.building"
         self._lock_fd = None
         fresh = not (resume and (self.tmp / DB_NAME).exists())

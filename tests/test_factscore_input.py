@@ -58,3 +58,20 @@ def test_facts_field_skips_output(tmp_path):
     p.write_text(json.dumps({"topic": "A", "facts": ["A is a b.", " "]}) + "\n")
     (item,) = load_items(p)
     assert item.facts == ["A is a b.", " "] and item.problem is None
+
+
+def test_given_facts_have_a_length_limit(tmp_path):
+    """A single fact over MAX_FACT_CHARS, or facts longer in all than --max-output-chars, are not
+    scored (status output_too_long, naming the line); facts within both limits are kept."""
+    from fscore_lite.factscore.items import MAX_FACT_CHARS, load_items
+
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in [
+        {"topic": "A", "facts": ["x" * (MAX_FACT_CHARS + 1)]},
+        {"topic": "B", "facts": ["y" * 600, "z" * 600]},
+        {"topic": "C", "facts": ["short fact."]},
+    ]) + "\n")
+    a, b, c = load_items(path, max_output_chars=1000)
+    assert a.problem[0] == "output_too_long" and f"in.jsonl:1: fact 1 has {MAX_FACT_CHARS + 1:,}" in a.problem[1]
+    assert b.problem[0] == "output_too_long" and "1,200 characters in all" in b.problem[1]
+    assert c.problem is None and c.facts == ["short fact."]

@@ -182,3 +182,60 @@ def test_default_build_is_lazy_and_embeds_on_first_search(built, capsys, minilm_
     with open_store(eager) as e, open_store(lazy) as s:
         assert s.vector_file().count() == 1  # one page embedded, once
         assert s.page_vectors("Kō Itakura").tobytes() == e.page_vectors("Kō Itakura").tobytes()
+
+
+def test_resume_keeps_a_store_of_another_input(tmp_path, capsys, minilm_bundle_dir):
+    """`kb build --resume` over a finished store built from another input: refused, the store kept;
+    with the same input it is up to date."""
+    a, b, store = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "store"
+    a.write_text(json.dumps(PAGES[0], ensure_ascii=False) + "\n", encoding="utf-8")
+    b.write_text(json.dumps(PAGES[1], ensure_ascii=False) + "\n", encoding="utf-8")
+    common = ["-o", str(store), "--models-dir", str(minilm_bundle_dir), "--quiet", "--threads", "1", "--workers", "0"]
+    code, out, err = run(capsys, "kb", "build", str(a), *common)
+    assert code == 0, err
+    before = {p.name: p.read_bytes() for p in store.iterdir()}
+    code, out, err = run(capsys, "kb", "build", str(b), *common, "--embed", "--resume")
+    assert code == 2 and "built from another input" in err and "--force" in err, err
+    assert {p.name: p.read_bytes() for p in store.iterdir()} == before
+    code, out, err = run(capsys, "kb", "build", str(a), *common, "--resume")
+    assert code == 0 and json.loads(out)["up_to_date"] is True, err
+
+
+def test_flipped_page_vector_bytes_are_caught(tmp_path, capsys, minilm_bundle_dir):
+    """A byte flipped in a lazily embedded page's vectors (vectors.sqlite): `kb verify` fails naming
+    the file; retrieval drops the row, embeds the page again and ranks as before the flip."""
+    import sqlite3
+
+    src, store = tmp_path / "pages.jsonl", tmp_path / "store"
+    src.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in PAGES), encoding="utf-8")
+    common = ["--models-dir", str(minilm_bundle_dir), "--threads", "1"]
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--quiet", "--workers", "0", *common)
+    assert code == 0, err
+    query = ["kb", "search", str(store), "football club", "--title", "Ko Itakura", *common]
+    code, clean, err = run(capsys, *query)
+    assert code == 0, err
+    code, out, err = run(capsys, "kb", "verify", str(store))
+    assert code == 0 and "ok     vectors.sqlite" in out, err
+    con = sqlite3.connect(store / "vectors.sqlite")
+    (key, blob), = con.execute("SELECT key, vectors FROM page_vectors").fetchall()
+    flipped = bytearray(blob)
+    flipped[5] ^= 0x40
+    con.execute("UPDATE page_vectors SET vectors = ? WHERE key = ?", (bytes(flipped), key))
+    con.commit()
+    con.close()
+    code, out, err = run(capsys, "kb", "verify", str(store))
+    assert code == 1 and "FAILED vectors.sqlite: 1 page vector row(s) do not match their hash" in err
+    code, again, err = run(capsys, *query)
+    assert code == 0 and again == clean and "do not match their hash were dropped" in err
+    code, out, err = run(capsys, "kb", "verify", str(store))
+    assert code == 0, err
+
+
+def test_duplicate_titles_are_reported_even_quiet(tmp_path, capsys, minilm_bundle_dir):
+    src, store = tmp_path / "pages.jsonl", tmp_path / "store"
+    src.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in [PAGES[1], PAGES[1] | {"text": "Other."}]),
+                   encoding="utf-8")
+    code, out, err = run(capsys, "kb", "build", str(src), "-o", str(store), "--models-dir", str(minilm_bundle_dir),
+                         "--quiet", "--workers", "0")
+    assert code == 0 and json.loads(out)["duplicate_titles_skipped"] == 1, err
+    assert f"warning: {src}: 1 page(s) skipped because an earlier page has the same title" in err

@@ -19,7 +19,7 @@ CASES = {
     "non_utf8_jsonl": ("in.jsonl", b'{"response": "a", "knowledge": "b"}\n{"response": "caf\xe9", "knowledge": "b"}\n',
                        ":2: not valid UTF-8"),
     "non_utf8_csv": ("in.csv", CSV_HEAD + b'0,A,fine,fine\n1,B,"caf\xe9",k\n', ":3: not valid UTF-8"),
-    "missing_knowledge_csv": ("in.csv", b",topic,response\n0,A,fine\n", ":2: missing required field 'knowledge'"),
+    "missing_knowledge_csv": ("in.csv", b",topic,response\n0,A,fine\n", ":1: the header has no column 'knowledge'"),
     "not_a_string": ("in.jsonl", b'{"response": 3, "knowledge": "b"}\n', ":1: field 'response' must be a string"),
     "empty_file": ("in.jsonl", b"\n", "no input rows"),
 }

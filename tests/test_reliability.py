@@ -96,6 +96,29 @@ def test_resume_refuses_a_partial_line_that_is_not_an_item_of_this_input(tmp_pat
     assert not out.exists()
 
 
+def test_resume_scores_a_hand_edited_partial_item_again(tmp_path, capsys):
+    """Each partial line carries the sha256 of the run key and its item: an item edited after it
+    was written (or a line without the hash) is not taken over by --resume but scored again, with
+    a warning naming its line; the untouched items are kept."""
+    out = tmp_path / "out.jsonl"
+    w = ResumableJsonlWriter(out, run_key="k", lines=[1, 2, 3])
+    w.add(1, {"topic": "A", "score": 0.25})
+    w.add(2, {"topic": "B", "score": 0.5})
+    w.close()
+    partial = out.with_name("out.jsonl.partial")
+    lines = partial.read_text().splitlines()
+    lines[1] = lines[1].replace('"score": 0.25', '"score": 0.99')  # item of line 1, edited by hand
+    lines.append(json.dumps({"_line": 3, "item": {"topic": "C"}}))  # no hash
+    partial.write_text("\n".join(lines) + "\n")
+    w = ResumableJsonlWriter(out, resume=True, run_key="k", lines=[1, 2, 3])
+    try:
+        assert [w.done(n) for n in (1, 2, 3)] == [False, True, False]
+        assert w.items[2] == {"topic": "B", "score": 0.5}
+    finally:
+        w.close()
+    assert f"warning: {partial}: line(s) 2, 4 do not match the hash" in capsys.readouterr().err
+
+
 def test_resume_drops_a_torn_last_line(tmp_path):
     src, out, partial = _partial_after_one_item(tmp_path)
     with open(partial, "a") as f:
@@ -352,3 +375,28 @@ def test_csv_with_an_unterminated_quote_names_the_line(tmp_path):
     with pytest.raises(InputError) as e:
         read_q2_rows(p)
     assert str(e.value).startswith(f"{p}:3: malformed CSV: a quoted field starts on this line and is never closed")
+
+
+def test_a_deleted_decisions_hash_fails_the_run_and_models_verify(tmp_path):
+    """The intercept edited and the decisions_sha256 key deleted: the lookup a run makes
+    (Bundle.get, first_for_role) and `models verify` refuse the entry; an LLM entry (no
+    decision settings) needs no hash."""
+    from typer.testing import CliRunner
+
+    from fscore_lite.commands.models import app
+    from fscore_lite.manifest import Bundle, ModelEntry, ModelFile, describe_file
+
+    manifest = _bundle_with_verifier(tmp_path / "models")
+    data = json.loads(manifest.read_text())
+    data["models"][0]["extra"]["combiner"]["intercept"] = -1.9
+    del data["models"][0]["extra"]["decisions_sha256"]
+    manifest.write_text(json.dumps(data))
+    bundle = Bundle(manifest.parent)
+    for use in (lambda: bundle.get("v1"), lambda: bundle.first_for_role("verifier")):
+        with pytest.raises(ModelIntegrityError, match="holds decision settings .* but no 'decisions_sha256'"):
+            use()
+    bad = CliRunner().invoke(app, ["verify", "--models-dir", str(manifest.parent)])
+    assert bad.exit_code == 1 and "FAILED v1" in bad.output and "before its decision settings" not in bad.output
+    f = describe_file(manifest.parent, "v/model.onnx", "weights")
+    bundle.add(ModelEntry("l1", "llm", "gguf", (ModelFile(**f.__dict__),)))
+    assert bundle.get("l1").name == "l1"

@@ -83,6 +83,15 @@ def _edited_intercept(d: Path) -> None:
     (root / "manifest.json").write_text(json.dumps(data))
 
 
+def _deleted_decisions_key(d: Path) -> None:
+    """The intercept edited and the decisions_sha256 key deleted, as a hand edit would."""
+    _edited_intercept(d)
+    path = d / "home" / "models" / "manifest.json"
+    data = json.loads(path.read_text())
+    del data["models"][0]["extra"]["decisions_sha256"]
+    path.write_text(json.dumps(data))
+
+
 def _store_garbage(d: Path) -> None:
     (d / "store").mkdir()
     for name in ("manifest.json", "passages.sqlite", "vectors.npy"):
@@ -93,6 +102,11 @@ PROBES = [
     # ---- inputs
     Probe("bad JSON", ["score", "{d}/in.jsonl", "-o", "{d}/o.jsonl"], 2, "in.jsonl:2: malformed JSON",
           _w("in.jsonl", GOOD + '{"topic": "x",\n'), absent=("o.jsonl", "o.jsonl.partial")),
+    Probe("unterminated string (no 'at at', not cut off)", ["score", "{d}/in.jsonl"], 2,
+          "in.jsonl:1: malformed JSON: Unterminated string starting at column 11",
+          _w("in.jsonl", '{"topic": "abc\n')),
+    Probe("report of a run with a cut line", ["report", "{d}/run.jsonl", "-o", "{d}/r.html"], 2,
+          "run.jsonl:1: not JSON (Unterminated string starting at column 11)", _w("run.jsonl", '{"topic": "abc\n')),
     Probe("non-UTF-8 bytes", ["score", "{d}/in.jsonl"], 2, "in.jsonl:1: not valid UTF-8",
           _w("in.jsonl", b'{"topic": "\xff"}\n')),
     Probe("empty input", ["score", "{d}/in.jsonl"], 2, "no input items", _w("in.jsonl", "")),
@@ -139,6 +153,8 @@ PROBES = [
           unchanged=("run.jsonl", "run.summary.json")),
     Probe("report -o the run's summary", ["report", "{d}/run.jsonl", "-o", "{d}/run.summary.json"], 2,
           "the summary of", RUN, unchanged=("run.summary.json",)),
+    Probe("report -o /dev/null", ["report", "{d}/run.jsonl", "-o", "/dev/null"], 2, "/dev/null: refusing to write "
+          "there: it is a device", RUN),
     Probe("report DIR", ["report", "{d}/runs"], 2, "runs: is a directory", _mkdir("runs")),
     Probe("report --bootstrap 0", ["report", "{d}/run.jsonl", "--bootstrap", "0", "-o", "{d}/r.html"], 2,
           "--bootstrap must be 1 or more", RUN, absent=("r.html",)),
@@ -150,6 +166,61 @@ PROBES = [
           "nan.jsonl:1: the number NaN is not JSON", _w("nan.jsonl", '{"init_score": NaN, "decisions": []}\n'),
           absent=("r.html",)),
     Probe("report ok", ["report", "{d}/run.jsonl", "-o", "{d}/r.html", "--bootstrap", "10"], 0, "r.html", RUN),
+    # one rule for every output: never an input (nor the output's lock file), a lock, a store's or the
+    # bundle's file, a device, a FIFO or a symlink; finished work in OUT.partial needs --resume or --force
+    Probe("input is the output's lock file", ["score", "{d}/x/r.jsonl.lock", "-o", "{d}/x/r.jsonl"], 2,
+          "its lock file", _all(_mkdir("x"), _w("x/r.jsonl.lock", GOOD)), unchanged=("x/r.jsonl.lock",)),
+    Probe("input is the summary's lock file", ["score", "{d}/x/r2.summary.json.lock", "-o", "{d}/x/r2.jsonl"], 2,
+          "its lock file", _all(_mkdir("x"), _w("x/r2.summary.json.lock", GOOD)),
+          unchanged=("x/r2.summary.json.lock",)),
+    Probe("-o a .lock file", ["score", "{d}/in.jsonl", "-o", "{d}/x/o.lock"], 2, "a .lock file is how runs",
+          _w("in.jsonl", GOOD), absent=("x/o.lock",)),
+    Probe("-o /dev/null", ["score", "{d}/in.jsonl", "-o", "/dev/null"], 2, "/dev/null: refusing to write there: "
+          "it is a device", _w("in.jsonl", GOOD)),
+    Probe("-o the store's database", ["score", "{d}/in.jsonl", "-o", "{d}/st/store.sqlite", "--store", "{d}/st"], 2,
+          "it is inside", _all(_w("in.jsonl", GOOD), _mkdir("st"), _w("st/store.sqlite", "db")),
+          unchanged=("st/store.sqlite",)),
+    Probe("-o in the model bundle", ["q2", "{d}/in.jsonl", "-o", "{d}/home/models/manifest.json"], 2,
+          "it is inside", _all(_w("in.jsonl", '{"response": "a", "knowledge": "b"}\n'), _mkdir("home/models"),
+                               _w("home/models/manifest.json", '{"models": []}')),
+          unchanged=("home/models/manifest.json",)),
+    Probe("-o a FIFO", ["score", "{d}/in.jsonl", "-o", "{d}/o.fifo"], 2, "it is a named pipe (FIFO)",
+          _all(_w("in.jsonl", GOOD), lambda d: os.mkfifo(d / "o.fifo"))),
+    Probe("-o a symlink", ["score", "{d}/in.jsonl", "-o", "{d}/o.jsonl"], 2, "it is a symbolic link",
+          _all(_w("in.jsonl", GOOD), _w("real.jsonl", "keep\n"), _symlink("o.jsonl", "real.jsonl")),
+          unchanged=("real.jsonl",)),
+    Probe("finished items in OUT.partial, no --resume", ["score", "{d}/in.jsonl", "-o", "{d}/o.jsonl"], 2,
+          "holds 1 finished item(s) of an earlier run",
+          _all(_w("in.jsonl", GOOD), _w("o.jsonl.partial", '{"_run": "k"}\n{"_line": 1, "item": {}}\n')),
+          unchanged=("o.jsonl.partial",)),
+    Probe("finished items in OUT.partial, --force", ["score", "{d}/in.jsonl", "-o", "{d}/o.jsonl", "--force"], 2,
+          "passage store",  # the earlier items may be discarded: the run goes on to the missing store
+          _all(_w("in.jsonl", GOOD), _w("o.jsonl.partial", '{"_run": "k"}\n{"_line": 1, "item": {}}\n'))),
+    Probe("/dev/stdin without -o", ["score", "/dev/stdin"], 2, "give the output with -o"),
+    Probe("score -", ["score", "-"], 2, "'-' is not a file name here; to read standard input, give /dev/stdin"),
+    Probe("kb build --force over a store holding the input", ["kb", "build", "{d}/st/pages.jsonl", "-o", "{d}/st",
+          "--force"], 2, "is inside it, and replacing the folder would delete the input",
+          _all(_mkdir("st"), _w("st/manifest.json", "{}"), _w("st/pages.jsonl", '{"title": "A", "text": "a"}\n')),
+          unchanged=("st/pages.jsonl", "st/manifest.json")),
+    # input limits, read as a stream; CSV headers
+    Probe("score /dev/zero", ["score", "/dev/zero", "-o", "{d}/o.jsonl"], 2,
+          "/dev/zero:1: line is longer than the 16777216 byte limit", absent=("o.jsonl",)),
+    Probe("100,000-deep nested array", ["score", "{d}/in.jsonl"], 2, "in.jsonl:1: JSON nested too deeply",
+          _w("in.jsonl", '{"topic": "A", "facts": ' + "[" * 100_000 + "]" * 100_000 + "}\n")),
+    Probe("5,000-digit integer: score", ["score", "{d}/in.jsonl"], 2, "in.jsonl:1: a number of 5000 digits",
+          _w("in.jsonl", '{"topic": "A", "facts": [], "n": ' + "7" * 5000 + "}\n")),
+    Probe("5,000-digit integer: q2", ["q2", "{d}/in.jsonl"], 2, "in.jsonl:1: a number of 5000 digits",
+          _w("in.jsonl", '{"response": "a", "knowledge": "b", "n": -' + "7" * 5000 + "}\n")),
+    Probe("CSV duplicate header column", ["q2", "{d}/in.csv", "-o", "{d}/o.jsonl"], 2,
+          "in.csv:1: the header names the column(s) 'response' more than once",
+          _w("in.csv", "response,response,knowledge\na,b,c\n"), absent=("o.jsonl",)),
+    Probe("CSV short row", ["q2", "{d}/in.csv"], 2, "in.csv:3: row has 1 field(s), fewer than the header's 2",
+          _w("in.csv", "response,knowledge\na,b\nc\n")),
+    Probe("CSV without a knowledge column", ["q2", "{d}/in.csv"], 2, "in.csv:1: the header has no column 'knowledge'",
+          _w("in.csv", "response,extra\na,b\n")),
+    Probe("kb build -o under a file", ["kb", "build", "{d}/pages.jsonl", "-o", "{d}/afile/store"], 2,
+          "afile is a file, not a folder", _all(_w("pages.jsonl", '{"title": "A", "text": "a"}\n'), _w("afile", "x")),
+          unchanged=("afile",)),
     # ---- settings
     Probe("--k 0", ["score", "{d}/in.jsonl", "--k", "0"], 2, "--k must be a whole number of passages, 1 or more",
           _w("in.jsonl", GOOD)),
@@ -166,6 +237,24 @@ PROBES = [
           _w("in.jsonl", GOOD)),
     Probe("--threads 0", ["score", "{d}/in.jsonl", "--threads", "0"], 2, "--threads must be 1 or more",
           _w("in.jsonl", GOOD)),
+    Probe("--threads 2**40", ["score", "{d}/in.jsonl", "--threads", "1099511627776"], 2,
+          "--threads must be at most 1024", _w("in.jsonl", GOOD)),
+    Probe("FSCORE_LITE_THREADS=99999", ["score", "{d}/in.jsonl"], 2, "FSCORE_LITE_THREADS must be at most 1024",
+          _w("in.jsonl", GOOD), env={"FSCORE_LITE_THREADS": "99999"}),
+    Probe("--n-ctx -1", ["score", "{d}/in.jsonl", "--n-ctx", "-1"], 2, "--n-ctx must be a whole number of tokens "
+          "from 64", _w("in.jsonl", GOOD)),
+    Probe("--n-ctx 0 (before any model)", ["score", "{d}/in.jsonl", "--n-ctx", "0"], 2, "--n-ctx must be",
+          _w("in.jsonl", GOOD)),
+    Probe("--k 100000", ["score", "{d}/in.jsonl", "--k", "100000"], 2, "--k must be at most 1000",
+          _w("in.jsonl", GOOD)),
+    Probe("--gamma 1e300", ["score", "{d}/in.jsonl", "--gamma", "1e300"], 2, "--gamma must be at most",
+          _w("in.jsonl", GOOD)),
+    Probe("--context-budget 10**9", ["score", "{d}/in.jsonl", "--context-budget", "1000000000"], 2,
+          "--context-budget must be at most 131072", _w("in.jsonl", GOOD)),
+    Probe("report --bootstrap 100000000", ["report", "{d}/run.jsonl", "--bootstrap", "100000000", "-o",
+          "{d}/r.html"], 2, "--bootstrap must be 1 or more resamples, at most 100000", RUN, absent=("r.html",)),
+    Probe("report --position-bins 100000000", ["report", "{d}/run.jsonl", "--position-bins", "100000000", "-o",
+          "{d}/r.html"], 2, "--position-bins must be 1 or more, at most 1000", RUN, absent=("r.html",)),
     Probe("FSCORE_LITE_THREADS=abc", ["score", "{d}/in.jsonl"], 2, "FSCORE_LITE_THREADS must be a whole number",
           _w("in.jsonl", GOOD), env={"FSCORE_LITE_THREADS": "abc"}),
     Probe("FSCORE_LITE_THREADS=abc with --threads", ["score", "{d}/in.jsonl", "--threads", "1"], 2,
@@ -193,6 +282,8 @@ PROBES = [
           _all(_mkdir("home/models"), _w("home/models/manifest.json", "[1]"))),
     Probe("hand-edited intercept: models verify", ["models", "verify"], 1, "changed after the build",
           _edited_intercept),
+    Probe("decisions_sha256 deleted: models verify", ["models", "verify"], 1, "holds decision settings (combiner, "
+          "calibration, threshold) but no 'decisions_sha256'", _deleted_decisions_key),
     Probe("garbage store: kb verify", ["kb", "verify", "{d}/store"], 2, "store", _store_garbage),
     Probe("garbage store: score", ["score", "{d}/in.jsonl", "--store", "{d}/store"], 2, "store",
           _all(_w("in.jsonl", GOOD), _store_garbage)),

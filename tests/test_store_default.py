@@ -33,7 +33,7 @@ def test_implicit_demo_store_says_how_many_topics_were_missing(tmp_path, example
     assert summary["store_default"] is True
     assert json.loads(out.with_name(out.name.replace(".jsonl", ".summary.json")).read_text())["store_default"] is True
     assert err.count("warning: no --store was given") == 1
-    assert "2 of 3 topics were not found" in err
+    assert "2 of the 3 items have a topic that is not in it" in err
     assert str(home / "stores" / "demo") in err
     assert "fscore-lite kb build PAGES.jsonl -o STORE" in err and "--store STORE" in err
 

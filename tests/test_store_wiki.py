@@ -259,3 +259,47 @@ def test_one_builder_per_target(tmp_path):
     first.finish({"embed_model": "m", "embed_sha256": "0" * 64, "dim": 4, "passage_count": 1, "embed_batch_size": 32})
     with open_store(tmp_path / "s") as s:
         assert s.lazy and s.titles() == ["A"]
+
+
+@pytest.mark.parametrize("kind", ["xml.bz2", "xml"])
+def test_a_cut_dump_commits_what_it_read_and_resumes_once_complete(tmp_path, minilm_embedder, kind):
+    """A dump cut short (a .xml.bz2 of three bz2 streams, as multistream dumps are, cut inside
+    the last one; a .xml cut at 60%, its elements left open): a clear error naming the file and
+    byte offset, the pages before the cut committed; once the file is complete, --resume gives
+    the bytes of an uninterrupted build."""
+    many = PAGES + [(f"Filler {i}", 0, f"Filler {i} is filler page {i}. " + "It holds a sentence. " * 40, None)
+                    for i in range(300)]  # enough XML that the parser reads it in several pieces
+    xml = bz2.decompress(write_dump(tmp_path / "src.xml.bz2", many).read_bytes())
+    if kind == "xml.bz2":
+        lines = xml.split(b"\n")
+        third = len(lines) // 3
+        parts = [b"\n".join(lines[:third]) + b"\n", b"\n".join(lines[third:2 * third]) + b"\n",
+                 b"\n".join(lines[2 * third:])]
+        full = b"".join(bz2.compress(p) for p in parts)
+        cut = full[:len(full) - len(bz2.compress(parts[2])) // 2]
+    else:
+        full, cut = xml, xml[:int(len(xml) * 0.6)]
+    path = tmp_path / f"enwiki-20230401-pages-articles1.{kind}"
+    path.write_bytes(full)
+    whole = build_store(path, tmp_path / "whole", embedder=minilm_embedder, progress=False, embed=False, workers=0,
+                        commit_pages=3)
+    path.write_bytes(cut)
+    with pytest.raises(FscoreError) as e:
+        build_store(path, tmp_path / "cut", embedder=minilm_embedder, progress=False, embed=False, workers=0,
+                    commit_pages=3)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: the file ends at byte {len(cut):,} before the dump does"), msg
+    assert "--resume" in msg and "articles before the cut are committed" in msg
+    assert not (tmp_path / "cut").exists()
+    with open_store_db(tmp_path / ".cut.building") as db:
+        committed = db.execute("SELECT count(*) FROM pages").fetchone()[0]
+    assert 0 < committed < whole.pages
+    assert f"the {committed:,} articles before the cut" in msg
+    with pytest.raises(FscoreError, match="ends at byte"):  # still cut: the same error, nothing lost
+        build_store(path, tmp_path / "cut", embedder=minilm_embedder, progress=False, embed=False, workers=0,
+                    commit_pages=3, resume=True)
+    path.write_bytes(full)  # the download finished
+    resumed = build_store(path, tmp_path / "cut", embedder=minilm_embedder, progress=False, embed=False, workers=0,
+                          commit_pages=3, resume=True)
+    assert resumed.store_sha256 == whole.store_sha256
+    assert _bytes(tmp_path / "cut") == _bytes(tmp_path / "whole")

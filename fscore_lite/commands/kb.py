@@ -138,6 +138,20 @@ def verify(
     if failed:
         typer.echo(f"{len(failed)} file(s) of {path} failed verification: {', '.join(failed)}", err=True)
         raise typer.Exit(1)
+    from ..page_vectors import VECTORS_NAME, VectorFile
+
+    side = Path(path) / VECTORS_NAME
+    if side.exists():  # the lazily embedded page vectors: each row checked against its own hash
+        vf = VectorFile(side)
+        try:
+            bad = vf.bad_rows()
+        finally:
+            vf.close()
+        if bad:
+            typer.echo(f"FAILED {VECTORS_NAME}: {bad} page vector row(s) do not match their hash; runs drop and "
+                       "re-embed them (or delete the file)", err=True)
+            raise typer.Exit(1)
+        typer.echo(f"ok     {VECTORS_NAME}")
     with open_store(path, verify=False) as s:  # the database opens and has the store's schema
         typer.echo(f"ok     {path} (store_sha256 {s.sha256})")
 

@@ -87,9 +87,6 @@ def verify(models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=
             failed.append(f"{entry.name} (decision settings)")
             bad += 1
             typer.echo(f"FAILED {entry.name}: {e}", err=True)
-        if entry.recorded_decisions_sha256 is None and "combiner" in entry.extra:
-            typer.echo(f"note   {entry.name}: built before its decision settings were hashed; rebuild it so that "
-                       "a change to them is caught", err=True)
         typer.echo(f"{'ok    ' if not bad else 'FAILED'} {entry.name} ({len(entry.files)} files)")
     if failed:
         typer.echo(f"{len(failed)} check(s) failed verification: {', '.join(failed)}", err=True)
@@ -262,9 +259,10 @@ def _trained_with(models_dir: Path, cfg, data: Optional[Path], builder: int, own
     bundle = Bundle(models_dir)
     if cfg.name not in bundle.entries or cfg.nli_name not in bundle.entries:
         return False
-    entry = bundle.get(cfg.name)
-    if entry.recorded_decisions_sha256 is None:  # built before decision settings were hashed: rebuild
+    entry = bundle.entries[cfg.name]
+    if entry.recorded_decisions_sha256 is None:  # no hash to check its decision settings against: rebuild
         return False
+    entry = bundle.check_decisions(entry)
     training = entry.extra.get("training", {})
     recorded = {k: v for k, v in training.get("config", {}).items() if k != "bf16"}
     wanted = {k: v for k, v in asdict(cfg).items() if k != "bf16"}

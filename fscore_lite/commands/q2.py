@@ -34,6 +34,8 @@ def q2(
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="Model bundle directory."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: all cores)."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
+    force: bool = typer.Option(False, "--force", help="Discard the finished items of an earlier, unfinished run "
+                               "of this output (OUTPUT.partial) and start over."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
@@ -42,7 +44,7 @@ def q2(
     """Score grounded responses with Q²: questions from the response, answered on the knowledge."""
     from .. import q2 as q2_api
 
-    result = q2_api(input, output, summary=summary, resume=resume, progress=not quiet, llm=llm,
+    result = q2_api(input, output, summary=summary, resume=resume, force=force, progress=not quiet, llm=llm,
                     models_dir=models_dir, threads=threads, use_cache=False if no_cache else None, backend=backend,
                     precision=precision, questions=questions, remove_personal=not keep_personal,
                     no_nli_gets_fallback=not no_nli_pure, ray=ray, ray_actors=ray_actors)

@@ -24,14 +24,11 @@ def report(
                                               "bios beside each run named after InstructGPT, ChatGPT or PerplexityAI."),
 ) -> None:
     """Write an HTML report: summary tables with 95% CIs, Figure 2, every response with its facts and evidence."""
-    from ..errors import FscoreError
     from ..report import write_report
+    from ..report.html import check_report_options
     from ..report.load import check_report_paths
 
-    if n_boot < 1:
-        raise FscoreError(f"--bootstrap must be 1 or more resamples, not {n_boot}")
-    if position_bins < 1:
-        raise FscoreError(f"--position-bins must be 1 or more, not {position_bins}")
+    check_report_options(n_boot, position_bins)
     check_report_paths(runs, output)
     path = write_report(runs, output, labels=label or None, category_field=category_field,
                         position_bins=position_bins, n_boot=n_boot, seed=seed, store=store, title=title, human=human)

@@ -57,6 +57,8 @@ def score(
                                         "echoes, loops, fragments, chains, conjunctions, duplicates); reference: the "
                                         "paper's decoding and facts, byte-faithful."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
+    force: bool = typer.Option(False, "--force", help="Discard the finished items of an earlier, unfinished run "
+                               "of this output (OUTPUT.partial) and start over."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
@@ -65,7 +67,7 @@ def score(
     """Score long-form generations with FActScore against a passage store."""
     from .. import score as score_api
 
-    result = score_api(input, output, summary=summary, resume=resume, store=store, llm=llm, models_dir=models_dir,
+    result = score_api(input, output, summary=summary, resume=resume, force=force, store=store, llm=llm, models_dir=models_dir,
                        threads=threads, n_ctx=n_ctx, parallel=parallel, use_cache=False if no_cache else None,
                        verifier=verifier, share=share, mode=mode, gamma=gamma, abstain=abstain, k=k,
                        search_all=search_all, npm=npm, chat_template=chat_template, context_budget=context_budget,

@@ -8,6 +8,7 @@ from ..errors import InputError
 from ..io import InputFile, read_input, read_jsonl, require_text
 
 MAX_OUTPUT_CHARS = 100_000
+MAX_FACT_CHARS = 10_000  # one given fact: a sentence-sized claim, not a document
 
 
 @dataclass
@@ -28,7 +29,8 @@ def load_items(path: str | Path | InputFile, max_output_chars: int = MAX_OUTPUT_
 
     Malformed JSON, non-UTF-8 bytes, a missing or non-string ``topic``/``output`` and a bad
     ``facts`` value are errors naming file and line. An empty output, or one longer than
-    ``max_output_chars``, becomes a per-item status instead.
+    ``max_output_chars`` (or given facts longer than that in all, or one longer than
+    :data:`MAX_FACT_CHARS`), becomes a per-item status instead.
     """
     data = read_input(path)
     path = data.path
@@ -41,6 +43,13 @@ def load_items(path: str | Path | InputFile, max_output_chars: int = MAX_OUTPUT_
             if not isinstance(facts, list) or not all(isinstance(f, str) for f in facts):
                 raise InputError(path, rec.line, "field 'facts' must be a list of strings")
             item.facts = facts
+            longest = max(facts, key=len, default="")
+            if len(longest) > MAX_FACT_CHARS:
+                item.problem = ("output_too_long", f"{path}:{rec.line}: fact {facts.index(longest) + 1} has "
+                                f"{len(longest):,} characters, over the limit of {MAX_FACT_CHARS:,} for one fact")
+            elif sum(map(len, facts)) > max_output_chars:
+                item.problem = ("output_too_long", f"{path}:{rec.line}: the facts have {sum(map(len, facts)):,} "
+                                f"characters in all, over the limit of {max_output_chars:,} (--max-output-chars)")
             item.output = rec.data.get("output", "") if isinstance(rec.data.get("output", ""), str) else ""
         else:
             item.output = require_text(path, rec, "output", allow_empty=True)

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from .abstain import MODES as ABSTAIN_MODES
+from ..settings import MAX_N_CTX
 from .items import MAX_OUTPUT_CHARS
 from .score import GAMMA
 from .verifiers import AUTO, REGISTRY
@@ -57,6 +58,13 @@ class ScoreOptions:
             value = getattr(self, name)
             if value not in allowed:
                 raise FscoreError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, not {value!r}")
+        if isinstance(self.k, int) and not isinstance(self.k, bool) and self.k > MAX_K:
+            raise FscoreError(f"--k must be at most {MAX_K} passages, not {self.k}")
+        if _finite(self.gamma) and self.gamma > MAX_GAMMA:
+            raise FscoreError(f"--gamma must be at most {MAX_GAMMA}, not {self.gamma!r}")
+        if isinstance(self.context_budget, int) and self.context_budget > MAX_N_CTX:
+            raise FscoreError(f"--context-budget must be at most {MAX_N_CTX} tokens (the largest --n-ctx), "
+                              f"not {self.context_budget}")
         if self.max_output_chars < 1:
             raise FscoreError(f"--max-output-chars must be 1 or more, not {self.max_output_chars}")
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
@@ -69,6 +77,10 @@ class ScoreOptions:
             raise FscoreError(f"--context-budget must be 1 or more tokens, not {self.context_budget!r}")
         if not _finite(self.npm_threshold) or not 0 <= self.npm_threshold <= 1:
             raise FscoreError(f"the NP threshold must be a probability from 0 to 1, not {self.npm_threshold!r}")
+
+
+MAX_K = 1000  # passages per fact
+MAX_GAMMA = 1e6  # length penalty: far beyond any value the penalty is meant for
 
 
 def _finite(x) -> bool:

@@ -276,7 +276,7 @@ def _declare_facts(scorer: FactScorer, pending: list[Item], progress: Progress) 
 
 def score_file(input_path: str | Path, output_path: str | Path, settings: Settings | None = None,
                options: ScoreOptions | None = None, resume: bool = False, scorer: FactScorer | None = None,
-               summary_path: str | Path | None = None, executor=None) -> dict:
+               summary_path: str | Path | None = None, executor=None, force: bool = False) -> dict:
     """Score a JSONL file; write ``output_path`` (one line per item) and the summary JSON.
 
     The input is read and checked, and every output path checked (not an input file, not a
@@ -292,7 +292,7 @@ def score_file(input_path: str | Path, output_path: str | Path, settings: Settin
     summary, _ = run_file(input_path, output_path, items, lambda: scorer or FactScorer(settings, options),
                           input_sha256=data.sha256, summary_path=summary_path, resume=resume, label="factscore",
                           progress=options.progress, note=lambda item: item.topic[:30], plan=_declare_facts,
-                          executor=executor)
+                          executor=executor, force=force, protected=[settings.store, settings.models_dir])
     missing = summary["status_counts"].get("topic_not_found", 0)
     if summary.get("store_default") and missing:
         _warn_demo_store(summary["store"]["path"], missing, summary["num_items"])
@@ -305,7 +305,7 @@ def _warn_demo_store(store: str, missing: int, total: int) -> None:
 
     sys.stderr.write(
         f"warning: no --store was given, so the demo store ({store}, a few example pages) was used, and "
-        f"{missing} of {total} topics were not found in it (status topic_not_found, no score).\n"
+        f"{missing} of the {total} items have a topic that is not in it (status topic_not_found, no score).\n"
         "  Build a store from your own pages:  fscore-lite kb build PAGES.jsonl -o STORE\n"
         "  then pass it:                       fscore-lite score INPUT --store STORE  (or set FSCORE_LITE_STORE)\n")
     sys.stderr.flush()

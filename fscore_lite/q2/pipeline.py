@@ -36,6 +36,11 @@ def read_q2_rows(path) -> list:
     records = list(read_records(data, nfc=True))
     if not records:
         raise InputError(data.path, None, "no input rows")
+    if str(data.path).lower().endswith(".csv"):  # every row has the header's columns: say so once, at the header
+        missing = [k for k in ("response", "knowledge") if k not in records[0].data]
+        if missing:
+            raise InputError(data.path, 1, f"the header has no column {' or '.join(repr(k) for k in missing)} "
+                             f"(its columns: {', '.join(records[0].data)})")
     for rec in records:
         require_text(data.path, rec, "response", allow_empty=True)
         require_text(data.path, rec, "knowledge", allow_empty=True)
@@ -126,12 +131,13 @@ def summarise(items: list[dict]) -> dict:
 
 def q2_file(input_path, output_path, settings: Settings | None = None, *, options: Q2Options | None = None,
             backend: str | None = None, precision: str | None = None, resume: bool = False, summary_path=None,
-            progress: bool = True, scorer: Q2Scorer | None = None, executor=None) -> dict:
+            progress: bool = True, scorer: Q2Scorer | None = None, executor=None, force: bool = False) -> dict:
     """Score every row of ``input_path`` into ``output_path`` (JSONL) and write the summary JSON
     (default ``OUT.summary.json``); returns the summary. ``scorer``: an already loaded one;
     ``backend``/``precision``: as :class:`Q2Scorer`'s; ``executor`` (default: this process)
     scores the pending rows: see :mod:`fscore_lite.distributed`."""
-    check_threads((settings or Settings()).threads)  # a bad FSCORE_LITE_THREADS (no --threads) stops here
+    settings = settings or Settings()
+    check_threads(settings.threads)  # a bad FSCORE_LITE_THREADS (no --threads) stops here
     data = read_input(input_path)  # once: a pipe cannot be read twice
     records = read_q2_rows(data)  # all input is checked before any output exists
 
@@ -140,7 +146,8 @@ def q2_file(input_path, output_path, settings: Settings | None = None, *, option
 
     summary, _ = run_file(input_path, output_path, records, load, input_sha256=data.sha256,
                           summary_path=summary_path, resume=resume, label="q2", progress=progress,
-                          item_unit="responses", executor=executor)
+                          item_unit="responses", executor=executor, force=force,
+                          protected=[settings.store, settings.models_dir])
     return summary
 
 

@@ -243,14 +243,26 @@ def _json_for_script(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
 
 
+MAX_BOOTSTRAP = 100_000  # resamples: the 95% interval's ends settle long before this
+MAX_POSITION_BINS = 1000  # Figure 2's bins: each is a table column and a point of the plot
+
+
+def check_report_options(n_boot: int, position_bins: int) -> None:
+    """``--bootstrap`` 1 to :data:`MAX_BOOTSTRAP` and ``--position-bins`` 1 to :data:`MAX_POSITION_BINS`
+    (memory grows with both), checked before any run is read."""
+    if not 1 <= n_boot <= MAX_BOOTSTRAP:
+        raise FscoreError(f"--bootstrap must be 1 or more resamples, at most {MAX_BOOTSTRAP}, not {n_boot}")
+    if not 1 <= position_bins <= MAX_POSITION_BINS:
+        raise FscoreError(f"--position-bins must be 1 or more, at most {MAX_POSITION_BINS}, not {position_bins}")
+
+
 def build_report(runs: list, *, labels: list[str] | None = None, category_field: str = "cat",
                  position_bins: int = 10, n_boot: int = N_BOOT, seed: int = SEED, store: str | Path | None = None,
                  title: str | None = None, human: str | Path | None = None) -> str:
     """The report as an HTML string; ``runs``: paths of ``score``/``q2`` output JSONL (or :class:`Run`)."""
     if not runs:
         raise FscoreError("no runs given")
-    if position_bins < 1:
-        raise FscoreError("--position-bins must be at least 1")
+    check_report_options(n_boot, position_bins)
     if labels and len(labels) != len(runs):
         raise FscoreError(f"{len(labels)} labels for {len(runs)} runs")
     loaded = [r if isinstance(r, Run) else load_run(r, labels[i] if labels else None) for i, r in enumerate(runs)]

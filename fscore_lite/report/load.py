@@ -34,7 +34,7 @@ def summary_candidates(path: Path) -> list[Path]:
 def check_report_paths(runs: list[str | Path], output: str | Path) -> None:
     """Refuse, before any work, an output that is one of the runs or a run's summary (however
     spelled: ``./run.jsonl``, a link), or a run that is a folder."""
-    from ..io import same_file
+    from ..io import check_output_path, same_file
 
     for run in map(Path, runs):
         if run.is_dir():
@@ -47,6 +47,7 @@ def check_report_paths(runs: list[str | Path], output: str | Path) -> None:
                                   "choose another -o (for example report.html)")
     if Path(output).is_dir():
         raise FscoreError(f"{output}: is a directory; give a file path (for example {Path(output) / 'report.html'})")
+    check_output_path(output, inputs=runs)  # the rule every output follows: no lock, device, FIFO or link
 
 
 def _refuse_constant(text: str):
@@ -71,7 +72,9 @@ def read_records(path: Path) -> list[dict]:
         try:
             rec = json.loads(line, parse_constant=_refuse_constant)
         except json.JSONDecodeError as e:
-            raise FscoreError(f"{path}:{n}: not JSON ({e.msg})") from None
+            from ..io import json_error
+
+            raise FscoreError(f"{path}:{n}: not JSON ({json_error(e, line)})") from None
         except ValueError as e:  # NaN or Infinity: the report's embedded data would not load
             raise FscoreError(f"{path}:{n}: {e}") from None
         if not isinstance(rec, dict):
