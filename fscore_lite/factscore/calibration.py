@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .score import GIVEN  # noqa: F401  (the calibration of facts given in the input)
+from .kinds import GIVEN  # noqa: F401  (the calibration of facts given in the input)
 
 EPS = 1e-6  # probabilities are kept inside [EPS, 1 − EPS]: a fact is never certain either way
 BISECTION_STEPS = 60  # the share's interval halves each step: 2^-60 is far below a rounding step

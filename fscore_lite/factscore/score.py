@@ -8,7 +8,6 @@ from ..stats import mean, score_ci95
 from ..stats.bootstrap import N_BOOT, SEED
 
 GAMMA = 10
-GIVEN = "given"  # the calibration of facts given in the input (the paper's facts of the training bios)
 
 
 def length_penalty(n_facts: int, gamma: float = GAMMA) -> float:

@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from .score import GIVEN, fact_settings, same_facts
+from .kinds import GIVEN
+from .score import fact_settings, same_facts
 
 if TYPE_CHECKING:
     from .calibration import Calibration
