@@ -329,6 +329,23 @@ def _bundle_with_verifier(root: Path) -> Path:
     return root / "manifest.json"
 
 
+
+def _refused_by_every_lookup(manifest, match: str) -> str:
+    """Both bundle lookups refuse the manifest's verifier with ``match``; `models verify` exits 1: its output."""
+    from typer.testing import CliRunner
+
+    from fscore_lite.commands.models import app
+    from fscore_lite.manifest import Bundle
+
+    bundle = Bundle(manifest.parent)
+    for use in (lambda: bundle.get("v1"), lambda: bundle.first_for_role("verifier")):
+        with pytest.raises(ModelIntegrityError, match=match):
+            use()
+    bad = CliRunner().invoke(app, ["verify", "--models-dir", str(manifest.parent)])
+    assert bad.exit_code == 1
+    return bad.output
+
+
 def test_a_hand_edited_intercept_fails_the_run_and_models_verify(tmp_path):
     from typer.testing import CliRunner
 
@@ -347,12 +364,8 @@ def test_a_hand_edited_intercept_fails_the_run_and_models_verify(tmp_path):
     assert Bundle(manifest.parent).get("v1")
     data["models"][0]["extra"]["combiner"]["intercept"] = -1.9
     manifest.write_text(json.dumps(data))
-    bundle = Bundle(manifest.parent)
-    for use in (lambda: bundle.get("v1"), lambda: bundle.first_for_role("verifier")):
-        with pytest.raises(ModelIntegrityError, match="decision settings of model 'v1'.*changed after the build"):
-            use()
-    bad = CliRunner().invoke(app, ["verify", "--models-dir", str(manifest.parent)])
-    assert bad.exit_code == 1 and "FAILED v1" in bad.output
+    bad = _refused_by_every_lookup(manifest, "decision settings of model 'v1'.*changed after the build")
+    assert "FAILED v1" in bad
 
 
 # a damaged model manifest ----------------------------------------------------------------------
@@ -381,9 +394,6 @@ def test_a_deleted_decisions_hash_fails_the_run_and_models_verify(tmp_path):
     """The intercept edited and the decisions_sha256 key deleted: the lookup a run makes
     (Bundle.get, first_for_role) and `models verify` refuse the entry; an LLM entry (no
     decision settings) needs no hash."""
-    from typer.testing import CliRunner
-
-    from fscore_lite.commands.models import app
     from fscore_lite.manifest import Bundle, ModelEntry, ModelFile, describe_file
 
     manifest = _bundle_with_verifier(tmp_path / "models")
@@ -391,12 +401,9 @@ def test_a_deleted_decisions_hash_fails_the_run_and_models_verify(tmp_path):
     data["models"][0]["extra"]["combiner"]["intercept"] = -1.9
     del data["models"][0]["extra"]["decisions_sha256"]
     manifest.write_text(json.dumps(data))
+    bad = _refused_by_every_lookup(manifest, "holds decision settings .* but no 'decisions_sha256'")
+    assert "FAILED v1" in bad and "before its decision settings" not in bad
     bundle = Bundle(manifest.parent)
-    for use in (lambda: bundle.get("v1"), lambda: bundle.first_for_role("verifier")):
-        with pytest.raises(ModelIntegrityError, match="holds decision settings .* but no 'decisions_sha256'"):
-            use()
-    bad = CliRunner().invoke(app, ["verify", "--models-dir", str(manifest.parent)])
-    assert bad.exit_code == 1 and "FAILED v1" in bad.output and "before its decision settings" not in bad.output
     f = describe_file(manifest.parent, "v/model.onnx", "weights")
     bundle.add(ModelEntry("l1", "llm", "gguf", (ModelFile(**f.__dict__),)))
     assert bundle.get("l1").name == "l1"
