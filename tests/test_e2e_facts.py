@@ -138,7 +138,8 @@ def test_proxy_on_two_sentences_with_the_test_llm(data_dir, test_llm):
     from fscore_lite.settings import Settings
 
     rep = run_proxy(data_dir, Settings(threads=1), limit=2, progress=False, llm=test_llm)
-    assert rep["sentences"] == 2 and set(rep["variants"]) == {"reference", *ff.FILTERS, "all filters"}
+    assert rep["sentences"] == 2 and set(rep["variants"]) == {"reference", *ff.FILTERS, "all filters", "parse"}
+    assert set(rep["generation_s"]) == {"reference", "parse"}
     for v in rep["variants"].values():
         assert v["facts_per_sentence"] >= 0 and v["human_facts_per_sentence"] > 0
     assert json.loads(json.dumps(rep)) == rep

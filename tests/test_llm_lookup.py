@@ -50,8 +50,12 @@ def test_decomposer_named_in_the_settings_and_checked():
     assert default["decomposer"] == "default" and "deviation" in default["decoding"]
     assert reference["decomposer"] == "reference" and reference["decoding"].startswith("reference")
     assert list(reference["filters"]) == ["none"] and all("deviation" in r for r in default["filters"].values())
-    with pytest.raises(FscoreError, match="--decomposer"):
-        af.AtomicFactGenerator(object(), decomposer="fast")
+    from fscore_lite.factscore import decomposers
+
+    with pytest.raises(FscoreError, match="--decomposer must be one of default, reference, parse"):
+        decomposers.make_decomposer("fast", lambda: pytest.fail("an unknown decomposer loads no LLM"))
+    with pytest.raises(ValueError, match="not an LLM decomposer"):
+        af.AtomicFactGenerator(object(), decomposer="parse")
 
 
 def test_score_cli_has_the_decomposer_option():

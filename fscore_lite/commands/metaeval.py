@@ -61,7 +61,7 @@ def factscore_er(
     subs = [s.strip() for s in subjects.split(",")] if subjects else None
     if facts not in ("paper", "generated"):
         raise FscoreError(f"--facts must be paper or generated, not {facts!r}")
-    from ..factscore.fact_decoding import check_decomposer
+    from ..factscore.decomposers import check_decomposer
 
     check_decomposer(decomposer)
     if cv is not None:
@@ -112,13 +112,16 @@ def decomposer_proxy(
     limit: Optional[int] = typer.Option(100, "--limit", help="A fixed sample of N annotated sentences (0: all)."),
     llm: Optional[str] = typer.Option(None, "--llm", help="LLM bundle entry name or .gguf path."),
     threads: Optional[int] = typer.Option(None, "--threads"),
+    decomposers: str = typer.Option("default,parse", "--decomposers", help="Comma-separated decomposers to measure "
+                                    "(an LLM one: the reference decoding and each filter; parse alone loads no LLM)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
 ) -> None:
     """Proxy for end-to-end agreement: the decomposer's facts against the human facts, per sentence."""
     from ..metaeval.decomposer_proxy import format_proxy, run_proxy
     from ..settings import Settings
 
-    result = run_proxy(data, Settings().with_(llm=llm, threads=threads), limit or None)
+    names = tuple(n.strip() for n in decomposers.split(",") if n.strip())
+    result = run_proxy(data, Settings().with_(llm=llm, threads=threads), limit or None, decomposers=names)
     typer.echo(json.dumps(result, indent=2) if as_json else format_proxy(result))
 
 

@@ -208,17 +208,23 @@ def own_facts_cmd(
     subjects: Optional[List[str]] = typer.Option(None, "--subjects", help="Subjects (default: InstructGPT, ChatGPT, "
                                                  "PerplexityAI)."),
     data: Optional[Path] = typer.Option(None, "--data", help="As for `train verifier` (default: the shipped training data)."),
+    decomposer: str = typer.Option("default", "--decomposer", help="The decomposer whose facts to make (as score's "
+                                   "--decomposer)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Where to write (default: "
-                                          "models/data/own-facts-dev.jsonl.gz, its sha256 beside it)."),
+                                          "models/data/own-facts-dev.jsonl.gz for the default decomposer, "
+                                          "own-facts-dev.NAME.jsonl.gz for another; its sha256 beside it)."),
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP),
 ) -> None:
-    """Make the default decomposer's facts of every annotated training bio (build step): what
-    `train verifier` fits the calibration of generated facts on. Every LLM call is cached, so an
+    """Make a decomposer's facts of every annotated training bio (build step): what `train verifier`
+    fits that decomposer's calibration of generated facts on. Every LLM call is cached, so an
     interrupted run resumes; the file records the settings that made the facts and its sha256."""
     from ..training.labeled import SUBJECTS
 
     settings = Settings().with_(models_dir=models_dir, threads=threads, llm=llm)
-    made = build_step.make_own_facts(settings, out=output, data=data, limit=limit,
+    from ..factscore.decomposers import check_decomposer
+
+    check_decomposer(decomposer)
+    made = build_step.make_own_facts(settings, out=output, data=data, limit=limit, decomposer=decomposer,
                                      subjects=tuple(subjects or SUBJECTS), log=_log, progress=True)
     typer.echo(f"wrote {made['n_facts']} facts of {made['n_bios']} bios ({made['llm']}, {made['threads']} thread(s)) to "
                f"{made['path']} (sha256 {made['sha256'][:12]}…) in {made['total_s']:.0f} s; refit the verifier with "

@@ -55,7 +55,8 @@ def score(
                                    help=f"{one_of(S, 'decomposer')}. default (deviations): drafts looked up in the "
                                         "sentence, stop rules against loops, named filters on the facts (citations, "
                                         "echoes, loops, fragments, chains, conjunctions, duplicates); reference: the "
-                                        "paper's decoding and facts, byte-faithful."),
+                                        "paper's decoding and facts, byte-faithful; parse: no LLM, facts from "
+                                        "spaCy's dependency parse (clauses, appositions, adjuncts, coordinations)."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
     force: bool = typer.Option(False, "--force", help="Discard the finished items of an earlier, unfinished run "
                                "of this output (OUTPUT.partial) and start over."),

@@ -197,12 +197,19 @@ def describe_settings(demo_shortcut: bool, decomposer: str = "default") -> dict:
 
 
 class AtomicFactGenerator:
-    """Sentences → atomic facts with a local LLM (greedy, cached)."""
+    """Sentences → atomic facts with a local LLM (greedy, cached): the ``default`` and ``reference``
+    decomposers of :mod:`.decomposers`."""
+
+    @property
+    def name(self) -> str:
+        return self.decomposer
 
     def __init__(self, llm, demos: dict[str, list[str]] | None = None, demo_shortcut: bool = False,
                  decomposer: str = "default"):
         self.llm = llm
-        self.decomposer = fact_decoding.check_decomposer(decomposer)
+        if decomposer not in fact_decoding.LLM_DECOMPOSERS:
+            raise ValueError(f"{decomposer!r} is not an LLM decomposer ({', '.join(fact_decoding.LLM_DECOMPOSERS)})")
+        self.decomposer = decomposer
         self.demos = demos or load_demos()
         self.selector = DemoSelector(self.demos)
         self.demo_shortcut = demo_shortcut

@@ -98,7 +98,7 @@ def _text(tokens, swap: dict | None = None) -> str:
     return out.strip()
 
 
-def _finish(text: str, end: str) -> str:
+def finish_fact(text: str, end: str) -> str:
     text = text.strip().rstrip(",;:")
     return text[:1].upper() + text[1:] + ("" if text.endswith(end) else end) if text else ""
 
@@ -166,7 +166,7 @@ def _an(word: str) -> bool:
     return w[:1] in "aeiou" or w.startswith(("hour", "honest", "honor", "honour"))
 
 
-def _words_text(words: list) -> str:
+def words_text(words: list) -> str:
     """A part's words as text; an article whose next word changed agrees with its new one."""
     words = sorted({w.i: w for w in words}.values(), key=lambda w: w.i)
     swap = {}
@@ -194,7 +194,7 @@ def split_once(fact: str, nlp) -> list[str]:
         else:
             parts = _split_phrase(doc, group, joiners)
         end = fact.rstrip()[-1:] if fact.rstrip()[-1:] in ".!?" else ""
-        parts = [_finish(_words_text(p), end) for p in (parts or [])]
+        parts = [finish_fact(words_text(p), end) for p in (parts or [])]
         if len(parts) >= 2 and all(len(p.split()) >= 2 for p in parts) and fact not in parts:
             return parts
     return [fact]

@@ -16,17 +16,9 @@ count; they need not equal the reference's decoding bit for bit.
 from __future__ import annotations
 
 
-DECOMPOSERS = ("default", "reference")
+LLM_DECOMPOSERS = ("default", "reference")  # the decomposers decoded here (the registry: .decomposers)
 MAX_FACT_WORDS = 40  # the paper's human facts have at most ~30 words; past this it is a loop
 STOP_RULE = "v1: blank line | non-item line | repeated fact | fact > 40 words"
-
-
-def check_decomposer(name: str) -> str:
-    from ..errors import FscoreError
-
-    if name not in DECOMPOSERS:
-        raise FscoreError(f"--decomposer must be one of {', '.join(DECOMPOSERS)}, not {name!r}")
-    return name
 
 
 def _norm(line: str) -> str:

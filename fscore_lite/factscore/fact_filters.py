@@ -188,9 +188,6 @@ def apply_filters(pairs: list[tuple[str, list[str]]], filters=FILTERS, nlp=None)
     return out
 
 
-DECOMPOSERS = ("default", "reference")
-
-
 def filters_of(decomposer: str):
     """The post-processing step of a decomposer: (sentence, facts) pairs → pairs."""
     if decomposer == "reference":

@@ -11,7 +11,7 @@ from ..settings import MAX_N_CTX
 from .items import MAX_OUTPUT_CHARS
 from .score import GAMMA
 from .verifiers import AUTO, REGISTRY
-from .fact_decoding import DECOMPOSERS
+from .decomposers import NAMES as DECOMPOSERS
 from .verify import DEFAULT_CONTEXT_BUDGET
 
 MODES = ("parity", "shared-context")
@@ -33,7 +33,7 @@ class ScoreOptions:
     context_budget: int = DEFAULT_CONTEXT_BUDGET
     max_output_chars: int = MAX_OUTPUT_CHARS
     demo_shortcut: bool = False  # deviation: answer a demo sentence with its demo facts, no LM call
-    # default (named post-processing deviations, fact_filters.py) | reference (the paper's facts, byte-faithful)
+    # a name in decomposers.REGISTRY: default (named deviations) | reference (byte-faithful) | parse (no LLM)
     decomposer: str = "default"
     # auto (trained when installed, else llm) | trained | llm (the reference's LM judge) | llm+trained (both, stacked)
     verifier: str = AUTO

@@ -19,7 +19,7 @@ from ..progress import Progress
 from ..records import ItemRecord, status_counts
 from ..settings import Settings, check_threads
 from .abstain import is_abstained
-from .atomic_facts import describe_settings as atomic_fact_settings
+from .decomposers import describe_settings as decomposer_settings
 from .items import MAX_OUTPUT_CHARS, Item, load_items  # noqa: F401  (re-exported: the API)
 from .options import VERIFIERS, ScoreOptions, Timings  # noqa: F401  (re-exported: the API)
 from .score import aggregate, apply_run_share, fact_settings, response_score
@@ -90,10 +90,10 @@ class FactScorer:
     def generator(self):
         """The atomic-fact generator (made, with the LLM, on first use)."""
         if self._generator is None:
-            from .atomic_facts import AtomicFactGenerator
+            from .decomposers import make_decomposer
 
-            self._generator = AtomicFactGenerator(self.llm, demo_shortcut=self.options.demo_shortcut,
-                                                  decomposer=self.options.decomposer)
+            self._generator = make_decomposer(self.options.decomposer, lambda: self.llm,
+                                              demo_shortcut=self.options.demo_shortcut)
         return self._generator
 
     @generator.setter
@@ -136,7 +136,7 @@ class FactScorer:
                                          "page order" if o.mode == "shared-context" else None),
                 "parity_call_order": "facts sorted by their prompt's passage sequence to share KV prefixes",
                 "sentence_splitter": SPLITTER,
-                "atomic_facts": atomic_fact_settings(o.demo_shortcut, o.decomposer),
+                "atomic_facts": decomposer_settings(o.decomposer, o.demo_shortcut),
                 "calibration": self.verifier.calibration_report(self.counts["generated"], self.counts["given"]),
                 "npm_passages": NPM_PASSAGES if o.npm else None,
                 "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
@@ -147,14 +147,18 @@ class FactScorer:
 
     def run_fact_settings(self) -> dict | None:
         """What makes this run's generated facts (the LLM as loaded, else its bundle entry; None: unknown)."""
+        from .decomposers import fact_source, uses_llm
+
         o = self.options
-        if self.llm_loaded:
+        if not uses_llm(o.decomposer):
+            name, sha = fact_source(o.decomposer, lambda: None)
+        elif self.llm_loaded:
             name, sha = self._llm.name, self._llm.sha256
         elif self.settings.llm in self.bundle.entries:
             name, sha = self.settings.llm, self.bundle.get(self.settings.llm).sha256
         else:
             return None
-        return fact_settings(name, sha, atomic_fact_settings(o.demo_shortcut, o.decomposer))
+        return fact_settings(name, sha, decomposer_settings(o.decomposer, o.demo_shortcut))
 
     def score_item(self, item: Item, progress: Progress | None = None) -> dict:
         """One item's output record; ``progress`` counts its facts as they are generated and verified."""

@@ -149,11 +149,13 @@ class Trained:
         return self.trained.calibrations
 
     def run_fact_settings(self) -> dict:
-        """What makes this run's generated facts: the LLM and the atomic-fact settings (loads the LLM)."""
-        from .atomic_facts import describe_settings
+        """What makes this run's generated facts: the decomposer's model (the LLM, loaded, or the parser) and
+        the atomic-fact settings."""
+        from .decomposers import describe_settings, fact_source
 
-        llm, o = self.ctx.llm(), self.ctx.options
-        return fact_settings(llm.name, llm.sha256, describe_settings(o.demo_shortcut, o.decomposer))
+        o = self.ctx.options
+        name, sha = fact_source(o.decomposer, self.ctx.llm)
+        return fact_settings(name, sha, describe_settings(o.decomposer, o.demo_shortcut))
 
     def generated_calibration(self) -> Calibration | None:
         """The calibration fitted for the facts this run generates (same decomposer settings and LLM), if any."""

@@ -8,6 +8,8 @@ words), coverage (the share of human facts that some generated fact entails) and
 facts. Entailment here is token overlap, no model: ``a`` entails ``b`` when ≥ 80% of ``b``'s
 content words occur in ``a``. Each filter of :mod:`fscore_lite.factscore.fact_filters` is
 measured alone and all together on the same generated facts (one LLM call per sentence, cached).
+Decomposers without an LLM (``parse``) are measured beside them on the same sentences, and with
+only those asked for no LLM is loaded.
 """
 from __future__ import annotations
 
@@ -59,8 +61,37 @@ def compare(generated: list[list[str]], human: list[list[str]]) -> dict:
             "degenerate_share": degen / n_gen if n_gen else None}
 
 
-def run_proxy(data, settings, limit: int | None = 100, progress: bool = True, llm=None) -> dict:
-    """The decomposer's facts (reference post-processing, then each filter) against the human facts."""
+def run_proxy(data, settings, limit: int | None = 100, progress: bool = True, llm=None,
+              decomposers: tuple[str, ...] = ("default", "parse")) -> dict:
+    """The decomposers' facts against the human facts: for the LLM ones the reference's decoding with its
+    post-processing, then each filter alone and all together; each other decomposer as it runs."""
+    import time
+
+    from ..factscore.decomposers import check_decomposer, make_decomposer, uses_llm
+    from ..training.labeled import wiki_pages
+
+    for name in decomposers:
+        check_decomposer(name)
+    pages, _ = wiki_pages(data)
+    sents = sample_sentences(data, pages, limit)
+    human = [h for _, _, h in sents]
+    variants: dict[str, list[list[str]]] = {}
+    seconds: dict[str, float] = {}
+    report = {"sentences": len(sents), "limit": limit, "llm": None, "llm_sha256": None}
+    if any(uses_llm(n) for n in decomposers):
+        report.update(_llm_variants(settings, sents, variants, seconds, progress, llm))
+    for name in decomposers:
+        if not uses_llm(name):
+            gen = make_decomposer(name, lambda: None)
+            t0 = time.monotonic()
+            variants[name] = [[f for sf in gen.run(s) for f in sf.facts] for _, s, _ in sents]
+            seconds[name] = round(time.monotonic() - t0, 3)
+    return report | {"entailment": "token overlap (>= 80% of the entailed fact's content words), no model",
+                     "variants": {k: compare(v, human) for k, v in variants.items()},
+                     "generation_s": seconds}
+
+
+def _llm_variants(settings, sents, variants: dict, seconds: dict, progress: bool, llm) -> dict:
     import time
 
     from ..backends.llm import load_llm
@@ -68,10 +99,7 @@ def run_proxy(data, settings, limit: int | None = 100, progress: bool = True, ll
     from ..factscore.atomic_facts import AtomicFactGenerator, postprocess
     from ..manifest import Bundle
     from ..progress import Progress
-    from ..training.labeled import wiki_pages
 
-    pages, _ = wiki_pages(data)
-    sents = sample_sentences(data, pages, limit)
     if llm is None:
         llm = load_llm(settings, Bundle(settings.models_dir), CallCache(settings.cache_path if settings.use_cache else None))
     gen = AtomicFactGenerator(llm, decomposer="reference")
@@ -82,20 +110,18 @@ def run_proxy(data, settings, limit: int | None = 100, progress: bool = True, ll
         reference.append([f for _, fs in postprocess([(s, gen.facts_for_sentence(s))], [0]) for f in fs])
         bar.advance(note=s[:30])
     bar.close()
-    human = [h for _, _, h in sents]
-    variants = {"reference": reference}
+    seconds["reference"] = round(time.monotonic() - t0, 1)
+    variants["reference"] = reference
     for name in FILTERS:
         variants[name] = [apply_filters([("", fs)], (name,))[0][1] for fs in reference]
     variants["all filters"] = [apply_filters([("", fs)])[0][1] for fs in reference]
-    return {"sentences": len(sents), "limit": limit, "llm": llm.name, "llm_sha256": llm.sha256,
-            "entailment": "token overlap (>= 80% of the entailed fact's content words), no model",
-            "variants": {k: compare(v, human) for k, v in variants.items()},
-            "generation_s": round(time.monotonic() - t0, 1)}
+    return {"llm": llm.name, "llm_sha256": llm.sha256}
 
 
 def format_proxy(report: dict) -> str:
+    by = f"{report['llm']} ({report['llm_sha256'][:12]})" if report["llm"] else "no LLM"
     lines = [f"decomposer proxy: {report['sentences']} annotated sentences of the training bios, facts by "
-             f"{report['llm']} ({report['llm_sha256'][:12]}); entailment by {report['entailment']}",
+             f"{by}; entailment by {report['entailment']}",
              f"{'variant':<14}{'facts/sent':>11}{'human':>7}{'>15 words':>10}{'human':>7}{'coverage':>10}"
              f"{'precision':>10}{'degenerate':>11}"]
     pct = lambda x: f"{100 * x:.1f}%" if x is not None else "-"  # noqa: E731
@@ -103,4 +129,5 @@ def format_proxy(report: dict) -> str:
         lines.append(f"{name:<14}{r['facts_per_sentence']:>11.2f}{r['human_facts_per_sentence']:>7.2f}"
                      f"{r['long_facts']:>10}{r['human_long_facts']:>7}{pct(r['coverage']):>10}"
                      f"{pct(r['precision']):>10}{pct(r['degenerate_share']):>11}")
+    lines.append("generation: " + ", ".join(f"{k} {v} s" for k, v in report["generation_s"].items()))
     return "\n".join(lines)

@@ -67,7 +67,10 @@ def text_sha256(text: str) -> str:
 
 def sidecar_for(path: Path) -> Path:
     path = Path(path)
-    return path.with_name(SIDECAR_NAME if path.name == FILE_NAME else path.name.split(".")[0] + ".sha256.json")
+    if path.name == FILE_NAME:
+        return path.with_name(SIDECAR_NAME)
+    stem = path.name[: -len(".jsonl.gz")] if path.name.endswith(".jsonl.gz") else path.name.split(".")[0]
+    return path.with_name(stem + ".sha256.json")
 
 
 def write_own_facts(path: Path, settings: dict, bios: list, facts: list[list[str]], extra: dict | None = None) -> str:

@@ -22,6 +22,12 @@ from .sources import SHIPPED, shipped_data
 SHIPPED_OWN_FACTS = SHIPPED / FILE_NAME
 
 
+def shipped_path(decomposer: str) -> Path:
+    """Where a decomposer's shipped own-facts file lives: ``own-facts-dev.jsonl.gz`` for the default,
+    ``own-facts-dev.NAME.jsonl.gz`` for another."""
+    return SHIPPED_OWN_FACTS if decomposer == "default" else SHIPPED / f"own-facts-dev.{decomposer}.jsonl.gz"
+
+
 def shipped_own_facts(data: str | Path | None = None) -> list[Path]:
     """The own-facts files a build on ``data`` uses: every one shipped (``own-facts-dev*.jsonl.gz``, one per
     decomposer) for the shipped data; none for other data."""
@@ -29,12 +35,12 @@ def shipped_own_facts(data: str | Path | None = None) -> list[Path]:
 
 
 def make_own_facts(settings, out: Path | None = None, data: Path | None = None, limit: int | None = None,
-                   subjects=SUBJECTS, log=print, progress: bool = True, llm=None) -> dict:
+                   subjects=SUBJECTS, log=print, progress: bool = True, llm=None, decomposer: str = "default") -> dict:
     """Generate and write the own facts; return the header written (with ``path`` and ``sha256``)."""
     from fscore_lite.backends.llm import load_llm
     from fscore_lite.cache import CallCache
     from fscore_lite.errors import FscoreError
-    from fscore_lite.factscore.atomic_facts import AtomicFactGenerator
+    from fscore_lite.factscore.decomposers import check_decomposer, fact_source, make_decomposer
     from fscore_lite.manifest import Bundle
     from fscore_lite.training.examples import held_out_bios, load_examples
     from fscore_lite.training.labeled import wiki_pages
@@ -48,14 +54,22 @@ def make_own_facts(settings, out: Path | None = None, data: Path | None = None, 
     pages, _ = wiki_pages(data_dir)
     ex = load_examples(data_dir, pages, tuple(subjects))
     bios = [ex.bios[i] for i in held_out_bios(ex, limit, tuple(subjects))]
-    cache = CallCache(settings.cache_path if settings.use_cache else None)
-    llm = llm if llm is not None else load_llm(settings, Bundle(settings.models_dir), cache)
-    generator = AtomicFactGenerator(llm)  # the default decomposer, as `score` makes it
-    log(f"own facts of {len(bios)} bios with {llm.name} ({llm.sha256[:12]}), {settings.threads} thread(s); "
-        "every call is cached: an interrupted run resumes")
+    check_decomposer(decomposer)
+    loaded: list = [llm] if llm is not None else []
+
+    def llm_fn():
+        if not loaded:
+            cache = CallCache(settings.cache_path if settings.use_cache else None)
+            loaded.append(load_llm(settings, Bundle(settings.models_dir), cache))
+        return loaded[0]
+
+    generator = make_decomposer(decomposer, llm_fn)  # as `score --decomposer` makes it
+    name, sha = fact_source(decomposer, llm_fn)
+    log(f"own facts of {len(bios)} bios, decomposer {decomposer}, with {name} ({sha[:12]}), {settings.threads} "
+        "thread(s); every LLM call is cached: an interrupted run resumes")
     facts = generate_own_facts(bios, generator, progress)
-    out = Path(out) if out else SHIPPED_OWN_FACTS
-    made = fact_settings(llm.name, llm.sha256, generator.describe(), settings.threads)
+    out = Path(out) if out else shipped_path(decomposer)
+    made = fact_settings(name, sha, generator.describe(), settings.threads)
     extra = {"data": str(data) if data else "shipped", "limit": limit, "subjects": list(subjects)}
     sha = write_own_facts(out, made, bios, facts, extra)
     return {**made, **extra, "n_bios": len(bios), "n_facts": sum(map(len, facts)), "path": str(out), "sha256": sha,
