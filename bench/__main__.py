@@ -33,7 +33,7 @@ SECTIONS = {  # name: title, in document order
     "factscore": "FActScore throughput (facts/s, retrieval, shared context vs parity)",
     "verifier": "Trained verifier vs the LLM judge: facts/s at 1 thread, peak RSS",
     "atomic_facts": "Atomic facts: one generation at a time vs 3 decoded together; bios per hour end to end",
-    "decomposer": "Decomposer: bios per hour end to end, today's default vs the default decomposer",
+    "decomposer": "Decomposer: bios per hour end to end, the default decomposer vs each other one",
     "llm_batching": "llama.cpp decoding steps with 1-4 sequences: cost, and whether the bits change",
     "q2_runtime": "Q² per response: ONNX int8 vs transformers fp32",
     "llm_runtime": "FActScore verification: llama.cpp Q4_K_M vs transformers fp32",
