@@ -2,7 +2,7 @@
 
 Each backend scores the same rows with a fresh in-memory call cache, so every model call
 is computed; the result gives seconds and responses per second for each stage
-(candidates, qg, qa_response, qa_knowledge, nli, fallback) and for the whole pipeline.
+(candidates, qg, qa_response, qa_knowledge, nli, fallback, e2e_nli, overlap) and for the whole run.
 """
 from __future__ import annotations
 

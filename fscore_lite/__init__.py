@@ -105,7 +105,7 @@ def q2(input, output=None, *, summary=None, resume: bool = False, force: bool = 
        progress: bool = True, ray: str | None = None, ray_actors: int | None = None, **options) -> dict:
     """Q² over a CSV or JSONL file, as ``fscore-lite q2``: writes ``output`` (default: INPUT with
     ``.q2.jsonl``) and the summary JSON; returns the summary. ``options``: any :class:`Q2Options`
-    field (questions, remove_personal, no_nli_gets_fallback, backend, precision, …) or
+    field (questions, remove_personal, no_nli_gets_fallback, metric, backend, qa_backend, precision, …) or
     :class:`Settings` field (llm, models_dir, threads, use_cache)."""
     from .distributed import executor_for
     from .q2.pipeline import q2_file

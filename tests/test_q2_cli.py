@@ -61,6 +61,15 @@ def test_cli_unknown_backend_is_a_clear_error(tmp_path):
     assert proc.returncode == 2 and "--backend must be one of auto, onnx, llm, not 'gpu'" in proc.stderr and "Traceback" not in proc.stderr
 
 
+
+def test_cli_unknown_qa_backend_names_the_registered_ones(tmp_path):
+    p = tmp_path / "in.jsonl"
+    p.write_text(json.dumps({"response": "a", "knowledge": "b"}) + "\n")
+    proc = _cli([p, "-o", tmp_path / "o.jsonl", "--qa-backend", "gpu", "-q"], tmp_path / "home")
+    assert proc.returncode == 2 and "--qa-backend must be one of onnx, llm, llm-free, not 'gpu'" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "o.jsonl").exists()
+
+
 ROWS = [
     {"id": "a", "response": "The Eiffel Tower is in Paris.", "knowledge": "The Eiffel Tower is in Paris, France."},
     {"id": "b", "response": "   ", "knowledge": "Gardening is relaxing."},

@@ -35,3 +35,18 @@ def test_auc_needs_both_classes_and_reads_ones_as_positive():
 def test_mean_skips_missing_values():
     assert mean([1.0, None, 2.0]) == 1.5
     assert mean([]) is None and mean([None]) is None
+
+
+def test_auc_ci_brackets_the_auc_is_seeded_and_narrows_with_more_data():
+    from fscore_lite.stats import auc_ci
+
+    rng = np.random.default_rng(1)
+    labels = (rng.random(60) < 0.5).tolist()
+    scores = [float(y) * 0.3 + float(rng.random()) for y in labels]  # informative but noisy
+    lo, hi = auc_ci(scores, labels)
+    assert lo < auc(scores, labels) < hi and 0.0 <= lo and hi <= 1.0
+    assert auc_ci(scores, labels) == (lo, hi)  # the same seeded draw every time
+    lo4, hi4 = auc_ci(scores * 4, labels * 4)  # four times the responses: a narrower interval
+    assert hi4 - lo4 < hi - lo
+    assert auc_ci([0.1, 0.9, 0.2, 0.8], [0, 1, 0, 1]) == (1.0, 1.0)  # every resample ranks perfectly
+    assert auc_ci([0.1, 0.2], [1, 1]) is None  # one class: no AUC, no interval

@@ -21,6 +21,14 @@ def q2(
     summary: Optional[Path] = typer.Option(None, "--summary", help="Summary JSON (default: OUTPUT with .summary.json)."),
     backend: str = typer.Option(default(Q, "backend"), "--backend", help=f"{one_of(Q, 'backend')}. auto: the ONNX "
                                 "model of a role when installed, else the LLM."),
+    qa_backend: Optional[str] = typer.Option(None, "--qa-backend", help=f"The QA role's backend on its own: "
+                                             f"{one_of(Q, 'qa_backend')} (default: as --backend). llm: the LLM's "
+                                             "answer snapped to the span of the text with the best token F1; "
+                                             "llm-free: the LLM's answer as written."),
+    metric: str = typer.Option(default(Q, "metric"), "--metric", help=f"The headline score (`score`): "
+                               f"{one_of(Q, 'metric')}. q2: the paper's Q²; q2-no-nli: Q² without the NLI step; "
+                               "nli: end-to-end NLI alone; overlap: the token-overlap baseline. Every one is "
+                               "computed and kept."),
     precision: str = typer.Option(default(Q, "precision"), "--precision",
                                   help=f"ONNX graphs to run: {one_of(Q, 'precision')}."),
     questions: str = typer.Option(default(Q, "questions"), "--questions", help=f"{one_of(Q, 'questions')}. single: "
@@ -46,9 +54,11 @@ def q2(
 
     result = q2_api(input, output, summary=summary, resume=resume, force=force, progress=not quiet, llm=llm,
                     models_dir=models_dir, threads=threads, use_cache=False if no_cache else None, backend=backend,
+                    qa_backend=qa_backend, metric=metric,
                     precision=precision, questions=questions, remove_personal=not keep_personal,
                     no_nli_gets_fallback=not no_nli_pure, ray=ray, ray_actors=ray_actors)
-    keys = ("Q2", "Q2_no_nli", "no_valid_question_share", "num_items", "num_scored", "status_counts")
+    keys = ("score", "Q2", "Q2_no_nli", "e2e_nli", "overlap", "no_valid_question_share", "num_items", "num_scored",
+            "status_counts")
     backends = {role: f"{d['backend']}:{d['name']}" for role, d in result["backends"].items()}
     typer.echo(json.dumps({k: result[k] for k in keys} | {"backends": backends, "output": result["output"],
                           "summary": result["summary"]}
@@ -62,26 +72,32 @@ def meta_eval_q2(
     out: Path = typer.Option(Path("out/meta-eval"), "--out", help="Folder for per-file outputs and the report."),
     backend: str = typer.Option(default(Q, "backend"), "--backend",
                                 help=f"{one_of(Q, 'backend')} (see `fscore-lite q2 --help`)."),
+    qa_backend: Optional[str] = typer.Option(None, "--qa-backend", help=f"{one_of(Q, 'qa_backend')} (default: as "
+                                             "--backend; see `fscore-lite q2 --help`)."),
     precision: str = typer.Option(default(Q, "precision"), "--precision",
                                   help=f"ONNX graphs to run: {one_of(Q, 'precision')}."),
     llm: Optional[str] = typer.Option(None, "--llm", help="LLM bundle entry name or a .gguf path."),
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="Model bundle directory."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: all cores)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache (every "
+                                  "call computed: the seconds per response are then the methods' own)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write the HTML report of the four scored files "
                                           "(gold labels from their names: ROC curve, AUC, accuracy at 0.5)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
-    """Q² on the annotated WoW responses: mean scores, accuracy and P/R beside the paper's."""
+    """Q² on the annotated WoW responses: Q², Q² without NLI, NLI alone and token overlap —
+    accuracy and AUC with 95% intervals, seconds per response — beside the paper's."""
     from ..metaeval.q2_wow import LABELS, SYSTEMS, format_report, run_q2_wow
 
     if report is not None:
         from ..io import check_writable_outputs
 
         check_writable_outputs([report])  # before any model work
-    settings = Settings().with_(llm=llm, models_dir=models_dir, threads=threads)
+    settings = Settings().with_(llm=llm, models_dir=models_dir, threads=threads,
+                                use_cache=False if no_cache else None)
     result = run_q2_wow(data, settings, limit=limit, out_dir=out, backend=backend, precision=precision,
-                        progress=not quiet)
+                        options=Q2Options(qa_backend=qa_backend), progress=not quiet)
     if report is not None:
         from ..report import write_report
 

@@ -3,13 +3,16 @@
 Both backends implement :class:`QuestionAnswerer`: ``answer(question, text)`` returns an
 :class:`Answer`. The ONNX backend is the reference's extractive SQuAD-2 reader (argmax
 span, CLS = no answer); the LLM backend is a few-shot prompt with an explicit
-"unanswerable".
+"unanswerable", whose answer is snapped to a span of the text (:func:`snap_to_span`) unless
+built with ``snap=False`` (backend name ``llm-free``).
 """
 from __future__ import annotations
 
 import re
 import string
+from collections import Counter
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Protocol
 
 from . import prompts
@@ -24,6 +27,47 @@ def normalise_answer(text: str) -> str:
     text = text.lower().translate(_PUNCT)
     text = _DROPPED_WORDS.sub(" ", text)
     return re.sub(" +", " ", text).strip()
+
+
+def span_tokens(text: str) -> list[tuple[int, int, list[str]]]:
+    """The whitespace-separated pieces of ``text`` as ``(start, end, tokens)``: character offsets
+    and the piece's :func:`normalise_answer` tokens (none for punctuation or a dropped word)."""
+    return [(m.start(), m.end(), normalise_answer(m.group()).split()) for m in re.finditer(r"\S+", text)]
+
+
+def snap_to_span(answer: str, text: str) -> str | None:
+    """The contiguous span of ``text`` with the highest token F1 against ``answer``
+    (:func:`normalise_answer` tokens, as :func:`~.compare.token_f1`); ties go to the earliest
+    start, then the shortest span. The span runs over whole whitespace-separated pieces and is
+    trimmed of surrounding punctuation. None when no token of the answer occurs in the text.
+
+    Only spans that start and end on a piece holding an answer token are tried: dropping a piece
+    without one from either end keeps the overlap and shortens the span, so it raises F1.
+    """
+    gold = Counter(normalise_answer(answer).split())
+    if not gold:
+        return None
+    pieces = span_tokens(text)
+    hits = {i for i, (_, _, toks) in enumerate(pieces) if any(t in gold for t in toks)}
+    n_gold = sum(gold.values())
+    best: tuple | None = None  # (f1, -start, -end)
+    for a in sorted(hits):
+        seen: Counter = Counter()
+        same = length = 0
+        for b in range(a, len(pieces)):
+            for t in pieces[b][2]:
+                length += 1
+                seen[t] += 1
+                if seen[t] <= gold[t]:
+                    same += 1
+            if b in hits:
+                key = (Fraction(2 * same, length + n_gold), -a, -b)
+                if best is None or key > best:
+                    best = key
+    if best is None:
+        return None
+    start, end = pieces[-best[1]][0], pieces[-best[2]][1]
+    return text[start:end].strip(string.punctuation)
 
 
 @dataclass(frozen=True)
@@ -82,24 +126,36 @@ class OnnxQuestionAnswerer:
 
 
 class LlmQuestionAnswerer:
-    """QA by a few-shot prompt: copy the shortest answering span, or "unanswerable"."""
+    """QA by a few-shot prompt: copy the shortest answering span, or "unanswerable".
 
-    backend = "llm"
+    ``snap`` (backend "llm"): the answer becomes the span of the text :func:`snap_to_span`
+    finds, and an answer sharing no token with the text becomes no answer. Without it
+    (backend "llm-free") the answer is the model's text as written."""
 
-    def __init__(self, llm):
+    def __init__(self, llm, snap: bool = True):
         self.llm = llm
+        self.snap = snap
+        self.backend = "llm" if snap else "llm-free"
         self.name, self.sha256 = llm.name, llm.sha256
 
+    def _answer(self, completion: str, text: str) -> Answer:
+        answer, no_answer = prompts.parse_answer(completion)
+        if no_answer or not self.snap:
+            return Answer(answer, no_answer)
+        span = snap_to_span(answer, text)
+        return Answer("", True) if span is None else Answer(span, False)
+
     def answer(self, question: str, text: str) -> Answer:
-        out = self.llm.generate(prompts.qa_prompt(question, text), prompts.QA_MAX_TOKENS, ("\n",))
-        answer, no_answer = prompts.parse_answer(out)
-        return Answer(answer, no_answer)
+        return self._answer(self.llm.generate(prompts.qa_prompt(question, text), prompts.QA_MAX_TOKENS, ("\n",)), text)
 
     def answer_many(self, pairs: list[tuple[str, str]]) -> list[Answer]:
         """Answers decoded together (``LlamaRunner.generate_many``: the same as one at a time)."""
         outs = self.llm.generate_many([prompts.qa_prompt(q, t) for q, t in pairs], prompts.QA_MAX_TOKENS, ("\n",))
-        return [Answer(*prompts.parse_answer(o)) for o in outs]
+        return [self._answer(o, t) for o, (_, t) in zip(outs, pairs)]
 
     def describe(self) -> dict:
-        return {"backend": self.backend, "name": self.name, "sha256": self.sha256,
-                "rule": f"few-shot prompt, greedy; '{prompts.NO_ANSWER}' = no answer"}
+        rule = f"few-shot prompt, greedy; '{prompts.NO_ANSWER}' = no answer"
+        if self.snap:
+            rule += ("; the answer is snapped to the span of the text with the best token F1 (earliest, then "
+                     "shortest), an answer sharing no token with the text = no answer")
+        return {"backend": self.backend, "name": self.name, "sha256": self.sha256, "rule": rule}

@@ -19,6 +19,7 @@ import math
 from collections import Counter
 from typing import Protocol
 
+from ..factscore.page_features import STOPWORDS
 from . import prompts
 from .answer import Answer, normalise_answer
 
@@ -64,6 +65,27 @@ def question_score(f1: float, nli_label: str | None) -> float:
     if nli_label == CONTRADICTION:
         return 0.0
     return f1
+
+
+# words that carry no claim: the FActScore content-word stop list, plus chit-chat pronouns and
+# contractions as normalise_answer spells them
+OVERLAP_STOPWORDS = STOPWORDS | frozenset("i me my mine you your yours we us im ive id youre dont".split())
+
+
+def content_tokens(text: str) -> list[str]:
+    """The :func:`normalise_answer` tokens of ``text`` that are not in :data:`OVERLAP_STOPWORDS`."""
+    return [t for t in normalise_answer(text).split() if t not in OVERLAP_STOPWORDS]
+
+
+def token_overlap(response: str, knowledge: str) -> float:
+    """The model-free baseline: the share of the response's content tokens (with repeats) that
+    occur among the knowledge's :func:`normalise_answer` tokens; 1.0 for a response without
+    a content token (it claims nothing)."""
+    tokens = content_tokens(response)
+    if not tokens:
+        return 1.0
+    known = set(normalise_answer(knowledge).split())
+    return sum(t in known for t in tokens) / len(tokens)
 
 
 def e2e_pair(response: str, knowledge: str) -> tuple[str, str]:

@@ -23,10 +23,13 @@ from ..progress import Progress  # also imported from here by the Q² meta-eval
 from ..records import ItemRecord, status_counts
 from ..settings import Settings, check_threads
 from ..stats import mean
-from .score import STAGES, Q2Options, StageTimer, e2e_nli_score, score_response
+from .compare import token_overlap
+from .score import METRICS, STAGES, Q2Options, StageTimer, e2e_nli_score, score_response
 
 # every field score_item writes: an input field of the same name is replaced
-RESULT_KEYS = ("status", "Q2", "Q2_no_nli", "no_valid_question", "fallback", "candidates", "questions")
+RESULT_KEYS = ("status", "score", "Q2", "Q2_no_nli", "e2e_nli", "overlap", "no_valid_question", "fallback",
+               "candidates", "questions")
+EMPTY = {"score": None, "Q2": None, "Q2_no_nli": None, "e2e_nli": None, "overlap": None}
 
 
 def read_q2_rows(path) -> list:
@@ -65,7 +68,8 @@ class Q2Scorer:
             cache = CallCache(self.settings.cache_path if self.settings.use_cache else None)
         self.cache = cache
         self.backend, self.precision = self.options.backend, self.options.precision
-        self.roles = roles or load_roles(self.settings, backend=self.backend, cache=cache, precision=self.precision)
+        self.roles = roles or load_roles(self.settings, backend=self.backend, cache=cache, precision=self.precision,
+                                         qa_backend=self.options.qa_backend)
         self.nlp = load_nlp()
         self.timer = StageTimer()
         self.scored = 0
@@ -81,15 +85,22 @@ class Q2Scorer:
     def record(self, data: dict) -> ItemRecord:
         response, knowledge = data["response"], data["knowledge"]
         if not response.strip():
-            return ItemRecord(data, {"status": "empty_response", "Q2": None, "Q2_no_nli": None}, RESULT_KEYS)
+            return ItemRecord(data, {"status": "empty_response", **EMPTY}, RESULT_KEYS)
         if not knowledge.strip():
-            return ItemRecord(data, {"status": "empty_knowledge", "Q2": None, "Q2_no_nli": None}, RESULT_KEYS)
+            return ItemRecord(data, {"status": "empty_knowledge", **EMPTY}, RESULT_KEYS)
         result = score_response(response, knowledge, self.roles, self.nlp, self.options, self.timer)
+        # the end-to-end NLI score: the fallback's when it ran (the same pair), else its own call
+        e2e = result["fallback"]["score"] if result["fallback"] else self.e2e_nli(response, knowledge)["score"]
+        with self.timer.stage("overlap"):
+            overlap = token_overlap(response, knowledge)
+        scores = {"Q2": result["Q2"], "Q2_no_nli": result["Q2_no_nli"], "e2e_nli": e2e, "overlap": overlap}
         self.scored += 1
-        return ItemRecord(data, {"status": "ok", **result}, RESULT_KEYS)
+        return ItemRecord(data, {"status": "ok", "score": scores[METRICS[self.options.metric]], **scores, **result},
+                          RESULT_KEYS)
 
     def e2e_nli(self, response: str, knowledge: str) -> dict:
-        with self.timer.stage("fallback"):
+        """End-to-end NLI alone on the pair (``{"label", "score"}``), timed as stage ``e2e_nli``."""
+        with self.timer.stage("e2e_nli"):
             return e2e_nli_score(response, knowledge, self.roles)
 
     def describe(self) -> dict:
@@ -97,6 +108,7 @@ class Q2Scorer:
         return {
             "backends": self.roles.describe(),
             "precision": self.precision,
+            "metric": {"name": self.options.metric, "field": METRICS[self.options.metric]},
             "options": self.options.to_json(),
             "settings": {"threads": self.settings.threads, "onnx_spin_us": session_spin(self.settings.threads),
                          "llm": self.settings.llm,
@@ -121,10 +133,12 @@ class Q2Scorer:
 
 
 def summarise(items: list[dict]) -> dict:
-    """Means over scored items, the share without a valid question, status counts."""
+    """Means over scored items (the headline ``score`` and each score), the share without a
+    valid question, status counts."""
     scored = [it for it in items if it.get("status") == "ok"]
     return {"num_items": len(items), "num_scored": len(scored), "status_counts": status_counts(items),
-            "Q2": mean(it.get("Q2") for it in scored), "Q2_no_nli": mean(it.get("Q2_no_nli") for it in scored),
+            "score": mean(it.get("score") for it in scored),
+            **{k: mean(it.get(k) for it in scored) for k in METRICS.values()},
             "no_valid_question_share": mean(float(bool(it["no_valid_question"])) for it in scored),
             "valid_questions_per_response": mean(len(it["questions"]) for it in scored)}
 

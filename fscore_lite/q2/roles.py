@@ -1,24 +1,38 @@
 """Choosing a backend for each Q² role (qg, qa, nli).
 
+Every backend of a role is a factory in :data:`REGISTRY`, keyed ``(role, backend)``: it
+builds a :class:`~.generate.QuestionGenerator` (qg), a :class:`~.answer.QuestionAnswerer` (qa)
+or a :class:`~.compare.EntailmentJudge` (nli) from a :class:`RoleContext` (bundle, call
+cache, threads, precision, and the local LLM, loaded once and shared). :func:`load_roles`
+resolves a backend name per role and looks its factory up.
+
 ``auto`` (the default): the ONNX model of the role when the bundle has one
 (``Bundle.first_for_role``), else the local LLM — with a warning on stderr, since the LLM
 stand-ins are not the paper's models (and the LLM comparison never says "contradiction"), and
 with the choice recorded per role in the summary (``backends.ROLE.selection``). ``onnx``
-requires the three ONNX models; ``llm`` uses the LLM for all roles. The LLM is loaded once and
-shared.
+requires the three ONNX models; ``llm`` uses the LLM for all roles. ``qa_backend`` (the CLI's
+``--qa-backend``) names the QA backend on its own, e.g. ``llm-free``: the LLM's answer as
+written, without snapping it to a span of the text.
 """
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from typing import Callable, Union
 
 from ..cache import CallCache
 from ..errors import FscoreError, ModelNotInstalled
 from ..manifest import Bundle
+from .answer import LlmQuestionAnswerer, OnnxQuestionAnswerer, QuestionAnswerer
+from .compare import EntailmentJudge, LlmEntailmentJudge, OnnxEntailmentJudge
+from .generate import LlmQuestionGenerator, OnnxQuestionGenerator, QuestionGenerator
 
 ROLES = ("qg", "qa", "nli")
 BACKENDS = ("auto", "onnx", "llm")
 PRECISIONS = ("int8", "fp32")
+STAND_IN = "llm"  # what ``auto`` gives a role without an ONNX model
+AUTO_ONNX = "auto: ONNX model installed"
+AUTO_STAND_IN = "auto: no ONNX model installed, LLM stand-in"
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -27,6 +41,89 @@ def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
     :class:`~fscore_lite.q2.score.Q2Options` (CLI and Python API) and by :func:`load_roles`."""
     if value not in allowed:
         raise FscoreError(f"--{name} must be one of {', '.join(allowed)}, not {value!r}")
+
+
+@dataclass
+class RoleContext:
+    """What a role factory builds from. ``llm()`` loads the local LLM on first use, once."""
+
+    settings: object  # fscore_lite.settings.Settings
+    bundle: Bundle
+    cache: CallCache
+    precision: str
+    _llm: list = field(default_factory=list)
+
+    def llm(self):
+        if not self._llm:
+            from ..backends.llm import load_llm
+
+            self._llm.append(load_llm(self.settings, self.bundle, cache=self.cache))
+        return self._llm[0]
+
+    def onnx(self, role: str, loader):
+        """``loader.from_bundle`` on the role's first ONNX entry; ModelNotInstalled without one."""
+        entry = self.bundle.first_for_role(role)
+        if entry is None:
+            raise ModelNotInstalled(
+                f"no ONNX {role} model in {self.bundle.manifest_path}; export one "
+                f"(`fscore-lite models export {role}`) or run with --backend auto/llm"
+            )
+        return loader.from_bundle(self.bundle, entry, threads=self.settings.threads, cache=self.cache,
+                                  precision=self.precision)
+
+
+RoleObject = Union[QuestionGenerator, QuestionAnswerer, EntailmentJudge]
+Factory = Callable[[RoleContext], RoleObject]
+
+
+def _onnx_qg(ctx: RoleContext) -> QuestionGenerator:
+    from ..backends.onnx_seq2seq import Seq2SeqGenerator
+
+    return OnnxQuestionGenerator(ctx.onnx("qg", Seq2SeqGenerator))
+
+
+def _onnx_qa(ctx: RoleContext) -> QuestionAnswerer:
+    from ..backends.onnx_qa import ExtractiveQA
+
+    return OnnxQuestionAnswerer(ctx.onnx("qa", ExtractiveQA))
+
+
+def _onnx_nli(ctx: RoleContext) -> EntailmentJudge:
+    from ..backends.onnx_nli import NliCrossEncoder
+
+    return OnnxEntailmentJudge(ctx.onnx("nli", NliCrossEncoder))
+
+
+def _llm_qg(ctx: RoleContext) -> QuestionGenerator:
+    return LlmQuestionGenerator(ctx.llm())
+
+
+def _llm_qa(ctx: RoleContext) -> QuestionAnswerer:
+    return LlmQuestionAnswerer(ctx.llm(), snap=True)
+
+
+def _llm_free_qa(ctx: RoleContext) -> QuestionAnswerer:
+    return LlmQuestionAnswerer(ctx.llm(), snap=False)
+
+
+def _llm_nli(ctx: RoleContext) -> EntailmentJudge:
+    return LlmEntailmentJudge(ctx.llm())
+
+
+REGISTRY: dict[tuple[str, str], Factory] = {
+    ("qg", "onnx"): _onnx_qg,
+    ("qg", "llm"): _llm_qg,
+    ("qa", "onnx"): _onnx_qa,
+    ("qa", "llm"): _llm_qa,
+    ("qa", "llm-free"): _llm_free_qa,
+    ("nli", "onnx"): _onnx_nli,
+    ("nli", "llm"): _llm_nli,
+}
+
+
+def backends_for(role: str) -> tuple[str, ...]:
+    """The backend names registered for ``role``, in registry order."""
+    return tuple(b for r, b in REGISTRY if r == role)
 
 
 @dataclass
@@ -55,77 +152,39 @@ def stand_in_warning(roles: list[str], manifest_path) -> str:
             "the result is not the paper's Q2; recorded per role in the summary (backends.ROLE.selection)")
 
 
-def load_roles(settings, *, backend: str = "auto", cache: CallCache | None = None, precision: str = "int8",
-               bundle: Bundle | None = None) -> Q2Roles:
-    """Build the three role objects for ``settings`` (threads, bundle, LLM name)."""
-    from .answer import LlmQuestionAnswerer, OnnxQuestionAnswerer
-    from .compare import LlmEntailmentJudge, OnnxEntailmentJudge
-    from .generate import LlmQuestionGenerator, OnnxQuestionGenerator
+def resolve(role: str, backend: str, bundle: Bundle, override: str | None = None) -> tuple[str, str]:
+    """``(backend name, how it was chosen)`` for ``role``: ``override`` when given, else
+    ``backend``, where ``auto`` is "onnx" if the bundle has the role's ONNX model, else the LLM."""
+    if override is not None:
+        return override, f"--{role}-backend {override}"
+    if backend != "auto":
+        return backend, f"--backend {backend}"
+    if bundle.first_for_role(role) is not None:
+        return "onnx", AUTO_ONNX
+    return STAND_IN, AUTO_STAND_IN
 
+
+def load_roles(settings, *, backend: str = "auto", cache: CallCache | None = None, precision: str = "int8",
+               bundle: Bundle | None = None, qa_backend: str | None = None) -> Q2Roles:
+    """Build the three role objects for ``settings`` (threads, bundle, LLM name): per role, the
+    factory of the backend :func:`resolve` names. ``qa_backend``: the QA backend by name."""
     check_choice("backend", backend, BACKENDS)
+    if qa_backend is not None:
+        check_choice("qa-backend", qa_backend, backends_for("qa"))
     check_choice("precision", precision, PRECISIONS)
     bundle = bundle or Bundle(settings.models_dir)
-    cache = cache if cache is not None else CallCache(None)
-    llm_holder: list = []
-
-    def llm():
-        if not llm_holder:
-            from ..backends.llm import load_llm
-
-            llm_holder.append(load_llm(settings, bundle, cache=cache))
-        return llm_holder[0]
-
-    def onnx_entry(role: str):
-        if backend == "llm":
-            return None
-        entry = bundle.first_for_role(role)
-        if entry is None and backend == "onnx":
-            raise ModelNotInstalled(
-                f"no ONNX {role} model in {bundle.manifest_path}; export one "
-                f"(`fscore-lite models export {role}`) or run with --backend auto/llm"
-            )
-        return entry
-
+    ctx = RoleContext(settings, bundle, cache if cache is not None else CallCache(None), precision)
+    built: dict[str, object] = {}
     selection: dict[str, str] = {}
     stand_ins: list[str] = []
-
-    def chosen(role: str, entry) -> None:
-        if backend != "auto":
-            selection[role] = f"--backend {backend}"
-        elif entry is not None:
-            selection[role] = "auto: ONNX model installed"
-        else:
-            selection[role] = "auto: no ONNX model installed, LLM stand-in"
+    for role in ROLES:
+        name, how = resolve(role, backend, bundle, qa_backend if role == "qa" else None)
+        built[role], selection[role] = REGISTRY[(role, name)](ctx), how
+        if how == AUTO_STAND_IN:
             stand_ins.append(role)
-
-    kw = dict(threads=settings.threads, cache=cache, precision=precision)
-    entry = onnx_entry("qg")
-    chosen("qg", entry)
-    if entry is not None:
-        from ..backends.onnx_seq2seq import Seq2SeqGenerator
-
-        qg = OnnxQuestionGenerator(Seq2SeqGenerator.from_bundle(bundle, entry, **kw))
-    else:
-        qg = LlmQuestionGenerator(llm())
-    entry = onnx_entry("qa")
-    chosen("qa", entry)
-    if entry is not None:
-        from ..backends.onnx_qa import ExtractiveQA
-
-        qa = OnnxQuestionAnswerer(ExtractiveQA.from_bundle(bundle, entry, **kw))
-    else:
-        qa = LlmQuestionAnswerer(llm())
-    entry = onnx_entry("nli")
-    chosen("nli", entry)
-    if entry is not None:
-        from ..backends.onnx_nli import NliCrossEncoder
-
-        nli = OnnxEntailmentJudge(NliCrossEncoder.from_bundle(bundle, entry, **kw))
-    else:
-        nli = LlmEntailmentJudge(llm())
     if stand_ins:
         print(stand_in_warning(stand_ins, bundle.manifest_path), file=sys.stderr)
-    return Q2Roles(qg, qa, nli, selection)
+    return Q2Roles(built["qg"], built["qa"], built["nli"], selection)
 
 
 def available_backends(settings, bundle: Bundle | None = None) -> list[str]:

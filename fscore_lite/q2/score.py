@@ -16,8 +16,11 @@ from .answer import is_self_consistent
 from .compare import e2e_pair, e2e_score, knowledge_f1, needs_nli, nli_pair, question_score
 from .spans import answer_candidates, is_personal_question
 
-STAGES = ("candidates", "qg", "qa_response", "qa_knowledge", "nli", "fallback")
+STAGES = ("candidates", "qg", "qa_response", "qa_knowledge", "nli", "fallback", "e2e_nli", "overlap")
+PIPELINE_STAGES = STAGES[:6]  # the Q² pipeline proper; the last two are the other scores
 QUESTIONS = ("single", "multi")
+# --metric: the name of each score -> its field in the per-item record
+METRICS = {"q2": "Q2", "q2-no-nli": "Q2_no_nli", "nli": "e2e_nli", "overlap": "overlap"}
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,11 @@ class Q2Options:
     call per question (False, the reference's way), faster; logits differ only by float
     rounding (int8: by the activation scale of the batch). Batches are fixed by the response,
     never by other rows. ``batch_qg``: QG's part of that on its own (None: as ``batch``).
-    ``backend`` and ``precision`` choose the models (:mod:`.roles`); the summary records them
-    under ``backends`` and ``precision``, not with the method options.
+    ``metric``: which score is the headline ``score`` of an item and of the summary (the
+    paper's Q² is "q2"; every score is computed and kept whichever is chosen).
+    ``backend``, ``qa_backend`` (the QA role's backend by name, None: as ``backend``) and
+    ``precision`` choose the models (:mod:`.roles`); the summary records them under
+    ``backends`` and ``precision``, not with the method options.
     """
 
     questions: str = "single"
@@ -44,31 +50,36 @@ class Q2Options:
     no_nli_gets_fallback: bool = True
     batch: bool = True
     batch_qg: bool | None = None
+    metric: str = "q2"
     backend: str = "auto"
+    qa_backend: str | None = None
     precision: str = "int8"
 
     @staticmethod
     def choices() -> dict[str, tuple[str, ...]]:
-        from .roles import BACKENDS, PRECISIONS
+        from .roles import BACKENDS, PRECISIONS, backends_for
 
-        return {"questions": QUESTIONS, "backend": BACKENDS, "precision": PRECISIONS}
+        return {"questions": QUESTIONS, "metric": tuple(METRICS), "backend": BACKENDS,
+                "qa_backend": backends_for("qa"), "precision": PRECISIONS}
 
     def __post_init__(self):
         from .roles import check_choice
 
         for name, allowed in self.choices().items():
-            check_choice(name, getattr(self, name), allowed)
+            if not (name == "qa_backend" and self.qa_backend is None):
+                check_choice(name.replace("_", "-"), getattr(self, name), allowed)
 
     def to_json(self) -> dict:
         """The method options (the summary's ``options``)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("backend", "precision")}
+        return {k: v for k, v in asdict(self).items() if k not in ("backend", "qa_backend", "precision")}
 
 
 @dataclass
 class StageTimer:
-    """Seconds and number of responses per stage (kept out of the per-item output)."""
+    """Seconds and number of entries per stage (kept out of the per-item output)."""
 
     seconds: dict = field(default_factory=lambda: {s: 0.0 for s in STAGES})
+    calls: dict = field(default_factory=lambda: {s: 0 for s in STAGES})
 
     @contextmanager
     def stage(self, name: str):
@@ -77,6 +88,7 @@ class StageTimer:
             yield
         finally:
             self.seconds[name] += time.perf_counter() - t0
+            self.calls[name] += 1
 
 
 def score_response(response: str, knowledge: str, roles, nlp, options: Q2Options = Q2Options(),

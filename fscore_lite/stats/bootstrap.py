@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import random
 
+from .summaries import auc
+
 N_BOOT = 1000
 SEED = 0
 LEVEL = 0.95
@@ -127,3 +129,24 @@ def f1_ns_ci(pred_supported: list[bool], human_supported: list[bool], topics: li
         g[1] += 2 * tp + ((not p) and h) + (p and (not h))
     ci = clustered_ratio_ci({t: tuple(g) for t, g in groups.items()})
     return None if ci is None else [round(ci[0], 4), round(ci[1], 4)]
+
+
+def auc_ci(scores: list[float], labels: list[bool], n_boot: int = N_BOOT, seed: int = SEED,
+           level: float = LEVEL) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of :func:`~fscore_lite.stats.summaries.auc` (positive =
+    truthy label), resampling the (score, label) pairs together with the seeded draw of
+    :func:`bootstrap_ci`. A resample holding one class only has no AUC and is skipped. None when
+    the sample itself lacks a class."""
+    point = auc(scores, labels)
+    if point is None:
+        return None
+    n = len(scores)
+    rnd = random.Random(seed).random
+    draws = []
+    for _ in range(n_boot):
+        idx = [int(rnd() * n) for _ in range(n)]
+        a = auc([scores[j] for j in idx], [labels[j] for j in idx])
+        if a is not None:
+            draws.append(a)
+    draws.sort()
+    return _interval(draws, point, level) if draws else (point, point)
