@@ -110,7 +110,7 @@ def run(args) -> tuple[str, dict]:
     log("decomposer: bios per hour vs default = " + ", ".join(f"{s} {res[s]['ratio']:.2f}x" for s in SIDES))
     md = (f"Timed: {what}; LLM `{llm}` (for the decomposers that use one), "
           f"{len(bios)} annotated InstructGPT bios whose topics are in a store of {n_pages} wiki-factscore-dev pages, "
-          f"{threads} thread{"s" if threads > 1 else ""}, no call cache; every side in one process, in a rotating order bio by bio. "
+          f"{threads} thread{'s' if threads > 1 else ''}, no call cache; every side in one process, in a rotating order bio by bio. "
           f"Load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after; peak RSS of the process "
           f"(every side loaded) {peak:.0f} MiB. Proxy: each bio's facts against its human atomic facts "
           f"({human_per:.1f} a response), token-overlap entailment as `meta-eval decomposer`.\n\n"
