@@ -26,19 +26,13 @@ import re
 from dataclasses import dataclass
 
 from ..store import strip_markers
+from ..stopwords import STOPWORDS
 
 FEATURES = ("cov_page", "cov_stem", "cov_best_sent", "cov_passages", "num_found", "has_num", "cap_found",
             "n_missing", "n_content")
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENT = re.compile(r"(?<=[.!?])\s+|\n+")
-STOPWORDS = frozenset("""
-a an the of in on at to for and or but nor is was were are be been being am by with as from that this these
-those it its his her hers him he she they them their theirs has have had having do does did also not no
-into onto over under about after before during between through than then there here which who whom whose
-what when where while why how all any both each few more most other some such only own same so too very
-can could will would shall should may might must one s t just up out off again further once until
-""".split())
 
 
 def words(text: str) -> list[str]:

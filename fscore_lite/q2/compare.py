@@ -19,7 +19,7 @@ import math
 from collections import Counter
 from typing import Protocol
 
-from ..factscore.page_features import STOPWORDS
+from ..stopwords import STOPWORDS
 from . import prompts
 from .answer import Answer, normalise_answer
 
