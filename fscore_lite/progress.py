@@ -19,6 +19,8 @@ nothing (``--quiet``).
 """
 from __future__ import annotations
 
+import contextlib
+
 import sys
 import time
 
@@ -89,6 +91,16 @@ class Progress:
         now = self.clock()
         dt, self._last = now - self._last, now
         return max(dt, 0.0)
+
+    @contextlib.contextmanager
+    def uncharged(self):
+        """Work inside (loading a model on first use) is charged to no unit or item: it does not
+        happen again, so it must not inflate the rates the ETA extrapolates from."""
+        self._charge()
+        try:
+            yield
+        finally:
+            self._charge()
 
     def is_upfront(self, unit: str) -> bool:
         """Whether ``unit`` was declared before the first item began (its total is the run's)."""

@@ -200,3 +200,18 @@ def test_q2_counts_questions_on_stderr(tmp_path, capsys):
     run_q2(src, tmp_path / "out.jsonl", scorer=_fake_q2())
     last = [x for x in capsys.readouterr().err.splitlines() if x.startswith("q2: ")][-1]
     assert last.startswith("q2: 2/2 responses, 5/5 questions"), last
+
+
+def test_work_done_uncharged_is_left_out_of_the_rates():
+    clock = Clock()
+    p = Progress(4, "t", stream=io.StringIO(), clock=clock, tty=False)
+    with p.uncharged():
+        clock.tick(600)  # a model loading on first use
+    clock.tick(20)
+    p.advance(10, unit="facts generated")
+    p.add_total(10, "facts verified")
+    clock.tick(5)
+    p.advance(10, unit="facts verified")
+    p.advance()
+    assert p.eta() == pytest.approx(3 * 25.0)  # the 600 s are not extrapolated to the 3 items left
+    assert p.elapsed() == pytest.approx(625.0)  # but they are elapsed

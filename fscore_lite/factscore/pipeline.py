@@ -181,6 +181,9 @@ class FactScorer:
         if item.facts is not None:
             facts, sentences = given_facts(item), None
         else:
+            if self._generator is None and progress is not None:
+                with progress.uncharged():  # the decomposer's model loads once: not a cost per fact
+                    self.generator  # noqa: B018
             sentences = [asdict(s) for s in self.generator.run(item.output)]
             facts = [f for s in sentences for f in s["facts"]]
             self.timings.facts_generated += len(facts)
