@@ -64,6 +64,15 @@ def verifier_builder():
     return build
 
 
+def qa_builder():
+    """``fscore_lite_models.qa.build``: the extractive reader's config and ``train_qa``."""
+    try:
+        from fscore_lite_models.qa import build
+    except ModuleNotFoundError as e:
+        raise FscoreError(f"training needs the export extra: {EXPORT_EXTRA} (missing {e.name})") from None
+    return build
+
+
 def train_llm_combiner(models_dir: Path, settings, **options) -> dict:
     """Fit and record the llm+trained combiner (``fscore_lite_models.verifier.llm_stack``)."""
     try:

@@ -231,6 +231,39 @@ def own_facts_cmd(
                "`fscore-lite models train verifier --if-missing`")
 
 
+@train_app.command("qa")
+def train_qa(
+    data: Optional[Path] = typer.Option(
+        None, "--data", help="Folder with wiki-*/pages.jsonl (default: the shipped pages of the 85 dev topics)."),
+    models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP),
+    max_examples: int = typer.Option(24_000, "--max-examples", min=1, max=10_000_000,
+                                     help="Training examples (a seeded sample of those made)."),
+    epochs: float = typer.Option(1.0, "--epochs", min=0.01, max=100.0, help="Passes over the examples."),
+    seed: int = typer.Option(0, "--seed"),
+    threads: int = typer.Option(2, "--threads", min=1, max=1024, help="CPU threads of the build (fixed: the thread "
+                                "count changes the bits of the trained weights)."),
+    bf16: Optional[bool] = typer.Option(None, "--bf16/--no-bf16", help="bfloat16 autocast (default: when the CPU has "
+                                        "bf16 units)."),
+    if_missing: bool = typer.Option(False, "--if-missing", help="Do nothing when a reader trained with these settings "
+                                    "is installed and its files verify."),
+) -> None:
+    """Train Q²'s extractive reader (QA role): MiniLM with a start/end head on questions that Q²'s
+    `rules` question generator makes from Wikipedia text (no answer: CLS), exported int8 ONNX and
+    installed as the bundle's qa model, which `q2 --backend auto` then uses."""
+    settings = Settings().with_(models_dir=models_dir, threads=threads)
+    build = build_step.qa_builder()
+    cfg = build.QAConfig(max_examples=max_examples, epochs=epochs, seed=seed, threads=settings.threads, bf16=bf16)
+    if if_missing and build.trained_with(settings.models_dir, cfg, data):
+        typer.echo(f"{cfg.name} is installed in {settings.models_dir} with these settings; nothing to do")
+        return
+    report = build.train_qa(settings.models_dir, settings, cfg, data=data, log=_log)
+    h = report["held_out"]
+    typer.echo(f"held out ({h['answerable']} answerable, {h['unanswerable']} unanswerable questions of "
+               f"{len(report['held_out_topics'])} topics): exact match {100 * (h['exact_match'] or 0):.1f}%, "
+               f"F1 {100 * (h['f1'] or 0):.1f}%, no-answer right {100 * (h['no_answer_accuracy'] or 0):.1f}%")
+    typer.echo(f"installed {cfg.name} (qa) into {settings.models_dir} in {report['timings']['total_s']:.0f} s")
+
+
 @train_app.command("llm-combiner")
 def train_llm_combiner(
     llm: Optional[str] = typer.Option(None, "--llm", help="LLM (bundle name or .gguf path; default: the default LLM)."),

@@ -25,6 +25,9 @@ def q2(
                                              f"{one_of(Q, 'qa_backend')} (default: as --backend). llm: the LLM's "
                                              "answer snapped to the span of the text with the best token F1; "
                                              "llm-free: the LLM's answer as written."),
+    qg_backend: Optional[str] = typer.Option(None, "--qg-backend", help=f"The QG role's backend on its own: "
+                                             f"{one_of(Q, 'qg_backend')} (default: as --backend). rules: the "
+                                             "answer span's sentence turned into a wh-question in place, no model."),
     metric: str = typer.Option(default(Q, "metric"), "--metric", help=f"The headline score (`score`): "
                                f"{one_of(Q, 'metric')}. q2: the paper's Q²; q2-no-nli: Q² without the NLI step; "
                                "nli: end-to-end NLI alone; overlap: the token-overlap baseline. Every one is "
@@ -54,7 +57,7 @@ def q2(
 
     result = q2_api(input, output, summary=summary, resume=resume, force=force, progress=not quiet, llm=llm,
                     models_dir=models_dir, threads=threads, use_cache=False if no_cache else None, backend=backend,
-                    qa_backend=qa_backend, metric=metric,
+                    qa_backend=qa_backend, qg_backend=qg_backend, metric=metric,
                     precision=precision, questions=questions, remove_personal=not keep_personal,
                     no_nli_gets_fallback=not no_nli_pure, ray=ray, ray_actors=ray_actors)
     keys = ("score", "Q2", "Q2_no_nli", "e2e_nli", "overlap", "no_valid_question_share", "num_items", "num_scored",
@@ -73,6 +76,8 @@ def meta_eval_q2(
     backend: str = typer.Option(default(Q, "backend"), "--backend",
                                 help=f"{one_of(Q, 'backend')} (see `fscore-lite q2 --help`)."),
     qa_backend: Optional[str] = typer.Option(None, "--qa-backend", help=f"{one_of(Q, 'qa_backend')} (default: as "
+                                             "--backend; see `fscore-lite q2 --help`)."),
+    qg_backend: Optional[str] = typer.Option(None, "--qg-backend", help=f"{one_of(Q, 'qg_backend')} (default: as "
                                              "--backend; see `fscore-lite q2 --help`)."),
     precision: str = typer.Option(default(Q, "precision"), "--precision",
                                   help=f"ONNX graphs to run: {one_of(Q, 'precision')}."),
@@ -97,7 +102,7 @@ def meta_eval_q2(
     settings = Settings().with_(llm=llm, models_dir=models_dir, threads=threads,
                                 use_cache=False if no_cache else None)
     result = run_q2_wow(data, settings, limit=limit, out_dir=out, backend=backend, precision=precision,
-                        options=Q2Options(qa_backend=qa_backend), progress=not quiet)
+                        options=Q2Options(qa_backend=qa_backend, qg_backend=qg_backend), progress=not quiet)
     if report is not None:
         from ..report import write_report
 

@@ -69,7 +69,7 @@ class Q2Scorer:
         self.cache = cache
         self.backend, self.precision = self.options.backend, self.options.precision
         self.roles = roles or load_roles(self.settings, backend=self.backend, cache=cache, precision=self.precision,
-                                         qa_backend=self.options.qa_backend)
+                                         qa_backend=self.options.qa_backend, qg_backend=self.options.qg_backend)
         self.nlp = load_nlp()
         self.timer = StageTimer()
         self.scored = 0

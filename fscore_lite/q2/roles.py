@@ -12,7 +12,8 @@ stand-ins are not the paper's models (and the LLM comparison never says "contrad
 with the choice recorded per role in the summary (``backends.ROLE.selection``). ``onnx``
 requires the three ONNX models; ``llm`` uses the LLM for all roles. ``qa_backend`` (the CLI's
 ``--qa-backend``) names the QA backend on its own, e.g. ``llm-free``: the LLM's answer as
-written, without snapping it to a span of the text.
+written, without snapping it to a span of the text; ``qg_backend`` (``--qg-backend``) the QG
+backend, e.g. ``rules``: the question written by rule around the answer span (:mod:`.rule_qg`).
 """
 from __future__ import annotations
 
@@ -98,6 +99,12 @@ def _llm_qg(ctx: RoleContext) -> QuestionGenerator:
     return LlmQuestionGenerator(ctx.llm())
 
 
+def _rules_qg(ctx: RoleContext) -> QuestionGenerator:
+    from .rule_qg import RuleQuestionGenerator
+
+    return RuleQuestionGenerator()
+
+
 def _llm_qa(ctx: RoleContext) -> QuestionAnswerer:
     return LlmQuestionAnswerer(ctx.llm(), snap=True)
 
@@ -113,6 +120,7 @@ def _llm_nli(ctx: RoleContext) -> EntailmentJudge:
 REGISTRY: dict[tuple[str, str], Factory] = {
     ("qg", "onnx"): _onnx_qg,
     ("qg", "llm"): _llm_qg,
+    ("qg", "rules"): _rules_qg,
     ("qa", "onnx"): _onnx_qa,
     ("qa", "llm"): _llm_qa,
     ("qa", "llm-free"): _llm_free_qa,
@@ -165,12 +173,15 @@ def resolve(role: str, backend: str, bundle: Bundle, override: str | None = None
 
 
 def load_roles(settings, *, backend: str = "auto", cache: CallCache | None = None, precision: str = "int8",
-               bundle: Bundle | None = None, qa_backend: str | None = None) -> Q2Roles:
+               bundle: Bundle | None = None, qa_backend: str | None = None,
+               qg_backend: str | None = None) -> Q2Roles:
     """Build the three role objects for ``settings`` (threads, bundle, LLM name): per role, the
-    factory of the backend :func:`resolve` names. ``qa_backend``: the QA backend by name."""
+    factory of the backend :func:`resolve` names. ``qa_backend``, ``qg_backend``: that role's backend by name."""
     check_choice("backend", backend, BACKENDS)
-    if qa_backend is not None:
-        check_choice("qa-backend", qa_backend, backends_for("qa"))
+    overrides = {"qa": qa_backend, "qg": qg_backend}
+    for role, name in overrides.items():
+        if name is not None:
+            check_choice(f"{role}-backend", name, backends_for(role))
     check_choice("precision", precision, PRECISIONS)
     bundle = bundle or Bundle(settings.models_dir)
     ctx = RoleContext(settings, bundle, cache if cache is not None else CallCache(None), precision)
@@ -178,7 +189,7 @@ def load_roles(settings, *, backend: str = "auto", cache: CallCache | None = Non
     selection: dict[str, str] = {}
     stand_ins: list[str] = []
     for role in ROLES:
-        name, how = resolve(role, backend, bundle, qa_backend if role == "qa" else None)
+        name, how = resolve(role, backend, bundle, overrides.get(role))
         built[role], selection[role] = REGISTRY[(role, name)](ctx), how
         if how == AUTO_STAND_IN:
             stand_ins.append(role)

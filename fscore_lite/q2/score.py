@@ -40,7 +40,7 @@ class Q2Options:
     never by other rows. ``batch_qg``: QG's part of that on its own (None: as ``batch``).
     ``metric``: which score is the headline ``score`` of an item and of the summary (the
     paper's Q² is "q2"; every score is computed and kept whichever is chosen).
-    ``backend``, ``qa_backend`` (the QA role's backend by name, None: as ``backend``) and
+    ``backend``, ``qa_backend`` and ``qg_backend`` (that role's backend by name, None: as ``backend``) and
     ``precision`` choose the models (:mod:`.roles`); the summary records them under
     ``backends`` and ``precision``, not with the method options.
     """
@@ -53,6 +53,7 @@ class Q2Options:
     metric: str = "q2"
     backend: str = "auto"
     qa_backend: str | None = None
+    qg_backend: str | None = None
     precision: str = "int8"
 
     @staticmethod
@@ -60,18 +61,18 @@ class Q2Options:
         from .roles import BACKENDS, PRECISIONS, backends_for
 
         return {"questions": QUESTIONS, "metric": tuple(METRICS), "backend": BACKENDS,
-                "qa_backend": backends_for("qa"), "precision": PRECISIONS}
+                "qa_backend": backends_for("qa"), "qg_backend": backends_for("qg"), "precision": PRECISIONS}
 
     def __post_init__(self):
         from .roles import check_choice
 
         for name, allowed in self.choices().items():
-            if not (name == "qa_backend" and self.qa_backend is None):
+            if not (name in ("qa_backend", "qg_backend") and getattr(self, name) is None):
                 check_choice(name.replace("_", "-"), getattr(self, name), allowed)
 
     def to_json(self) -> dict:
         """The method options (the summary's ``options``)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("backend", "qa_backend", "precision")}
+        return {k: v for k, v in asdict(self).items() if k not in ("backend", "qa_backend", "qg_backend", "precision")}
 
 
 @dataclass

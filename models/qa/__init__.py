@@ -1,0 +1,1 @@
+"""Build step: the extractive reader of Q²'s QA role, trained here (``fscore-lite models train qa``)."""
