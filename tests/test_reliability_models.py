@@ -51,4 +51,6 @@ def test_the_summary_records_the_verifier_decision_settings_hash(tmp_path, examp
     scorer = FactScorer(settings, ScoreOptions(verifier="trained", progress=False))
     recorded = scorer.describe()["models"]["verifier"]
     assert recorded["decisions_sha256"] == entry.decisions_sha256 and recorded["sha256"] == scorer.verifier.sha256
+    # the machine that trained the weights goes with them: another CPU kernel trains other last bits
+    assert recorded.get("build_cpu") == entry.extra["training"].get("build_cpu") and "training" not in recorded["extra"]
     assert scorer.identity()["verifier_decisions"] == entry.decisions_sha256

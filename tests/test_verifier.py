@@ -130,6 +130,12 @@ def test_tiny_training_writes_both_entries_with_their_records(tiny_build):
     # the held-out report: the LM held out, and topics held out, each with every subject
     for hold in ("lm", "topic"):
         assert {r["subject"] for r in t["held_out"][hold]["model"]} == {"InstructGPT", "ChatGPT", "PerplexityAI"}
+    # the machine and the kernels that trained the weights: on the verifier and on the NLI model it runs
+    import torch
+
+    cpu = t["build_cpu"]
+    assert cpu["torch"] == torch.__version__ and cpu["torch_kernels"]["aten"] == torch.backends.cpu.get_cpu_capability()
+    assert t["snli_stage_cpu"] is None and nli.extra["training"]["build_cpu"] == cpu
     assert report == t
 
 

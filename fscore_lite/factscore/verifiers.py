@@ -213,9 +213,12 @@ class Trained:
 
     def models(self) -> dict:
         entry = self.ctx.bundle.get(self.trained.name).to_json()
-        # the training reports are long
+        training = entry["extra"].get("training") or {}
+        # the training reports are long; the machine that built the weights is kept: another CPU kernel
+        # trains other last bits (docs/VERIFIER.md, "Same bytes")
         entry["extra"] = {k: v for k, v in entry["extra"].items() if k not in ("training", "llm_combiners")}
-        return {"verifier": entry | {"sha256": self.trained.sha256, "decisions_sha256": self.decisions_sha256}}
+        built = {"build_cpu": training["build_cpu"]} if training.get("build_cpu") else {}
+        return {"verifier": entry | {"sha256": self.trained.sha256, "decisions_sha256": self.decisions_sha256} | built}
 
     def describe(self) -> dict:
         return {"decision": self.decision_rule(), "share": self.share_rule(), "models": self.models()}

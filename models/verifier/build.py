@@ -136,12 +136,6 @@ def _train_nli(cfg, ckpt: Path, snli: dict, hashes: dict, bundle_dir: Path, bf16
     return entry, snli_report, checks
 
 
-def _torch_version() -> str:
-    from .torch_train import load_torch
-
-    return load_torch().__version__
-
-
 def _installed_nli(bundle: Bundle, name: str, stage1: dict):
     """The installed NLI entry if it was trained with exactly ``stage1`` and its files verify."""
     from fscore_lite.errors import ModelIntegrityError
@@ -214,6 +208,8 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     else:
         nli_entry, snli_report, checks = _train_nli(cfg, ckpt, snli, hashes, bundle_dir, bf16, timings, log, keep)
     bundle = Bundle(bundle_dir)
+    # the machine that trained stage 1 (another one when it was reused from an earlier build)
+    nli_training = bundle.get(cfg.nli_name).extra.get("training") or {}
 
     # 2-3. evidence and features, as the runtime computes them, for the human facts, the paper's facts
     # and every decomposer's own facts of the training bios; their silver labels
@@ -280,7 +276,8 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
         "own_facts": own_report,
         "store_sha256": store.sha256,
         "embed_sha256": pool[0][0].embedder.sha256,
-        "build_cpu": cpu_record() | {"torch": _torch_version()},
+        "build_cpu": cpu_record(),
+        "snli_stage_cpu": nli_training.get("build_cpu") if reused is not None else None,
         "timings": {k: round(v, 1) for k, v in timings.items()},
     }
     entry = ModelEntry(
@@ -296,7 +293,8 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     bundle = Bundle(bundle_dir)
     nli = bundle.get(cfg.nli_name)
     bundle.add(ModelEntry(**{**nli.__dict__, "extra": {**nli.extra, "training": {
-        "snli": snli_report, "graph_checks": checks, "stage1": stage1}}}))
+        "snli": snli_report, "graph_checks": checks, "stage1": stage1,
+        "build_cpu": nli_training.get("build_cpu") if reused is not None else report["build_cpu"]}}}))
     bundle.add(entry)
     bundle.save()
     log(f"{cfg.name}: combiner over {len(fit.features)} features, {len(fitted.calibrations)} calibrations; "

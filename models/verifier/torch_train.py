@@ -47,11 +47,17 @@ def cpu_has_bf16() -> bool:
 
 
 def cpu_record() -> dict:
-    """The build machine's CPU as the build records it: its model and the kernel-relevant features it has."""
+    """The build machine's CPU as the build records it: its model, the kernel-relevant features it has,
+    and the kernels torch chose on it (ATen's vector width, oneDNN's instruction set: ``ATEN_CPU_CAPABILITY``
+    and ``ONEDNN_MAX_CPU_ISA`` cap them)."""
     import platform
 
     model, flags = _cpuinfo()
-    return {"model": model, "machine": platform.machine(), "kernel_flags": [f for f in KERNEL_FLAGS if f in flags]}
+    torch = load_torch()
+    kernels = {"aten": torch.backends.cpu.get_cpu_capability(),
+               "onednn_max_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "default")}
+    return {"model": model, "machine": platform.machine(), "kernel_flags": [f for f in KERNEL_FLAGS if f in flags],
+            "torch": torch.__version__, "torch_kernels": kernels}
 
 
 def load_torch():
