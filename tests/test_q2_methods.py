@@ -16,7 +16,7 @@ from fscore_lite.q2.roles import REGISTRY, Q2Roles, backends_for, load_roles, re
 
 # --- registry -----------------------------------------------------------------------------------
 def test_registry_has_a_factory_per_role_and_backend():
-    assert backends_for("qg") == ("onnx", "llm")
+    assert backends_for("qg") == ("onnx", "llm", "rules")
     assert backends_for("qa") == ("onnx", "llm", "llm-free")
     assert backends_for("nli") == ("onnx", "llm")
     assert {r for r, _ in REGISTRY} == {"qg", "qa", "nli"}
