@@ -7,7 +7,7 @@ export FSCORE_LITE_HOME ?= $(HOME)/.cache/fscore-lite
 DATA ?= ../shared/data
 THREADS ?= $(shell nproc)
 
-.PHONY: demo test bench dist install install-test models-demo models-test models-verifier demo-store docs clean
+.PHONY: demo test bench dist install install-test models-demo models-test models-verifier models-qa demo-store docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -55,6 +55,12 @@ models-test: $(VENV)/.runtime
 models-verifier: $(VENV)/.export
 	$(BIN)/fscore-lite models install-default minilm
 	$(BIN)/fscore-lite models train verifier --if-missing
+
+# Q²'s extractive reader, trained here on rule-made questions from the dev pages (torch; about 28 minutes
+# on 2 cores). Opt-in: `auto` keeps the LLM for QA (docs/Q2.md); `q2 --qa-backend onnx` runs the reader.
+models-qa: $(VENV)/.export
+	$(BIN)/fscore-lite models install-default minilm
+	$(BIN)/fscore-lite models train qa --if-missing
 
 demo-store: $(VENV)/.runtime models-demo
 	$(BIN)/fscore-lite kb build examples/pages.jsonl -o $(FSCORE_LITE_HOME)/stores/demo \

@@ -40,6 +40,22 @@ def test_auto_rule_onnx_when_installed_else_llm_stand_in():
     assert resolve("qa", "auto", b, "llm-free") == ("llm-free", "--qa-backend llm-free")
 
 
+def test_auto_passes_over_a_model_its_build_marked_not_for_auto():
+    from fscore_lite.manifest import ModelEntry
+
+    class Marked:
+        manifest_path = "fake/manifest.json"
+
+        def first_for_role(self, role):
+            return ModelEntry(name=f"tiny-{role}", role=role, architecture="x", files=(),
+                              extra={"auto_select": False} if role == "qa" else {})
+
+    assert resolve("qa", "auto", Marked()) == ("llm", roles_mod.AUTO_NOT_SELECTED)
+    assert resolve("nli", "auto", Marked()) == ("onnx", roles_mod.AUTO_ONNX)
+    assert resolve("qa", "onnx", Marked()) == ("onnx", "--backend onnx")
+    assert resolve("qa", "auto", Marked(), "onnx") == ("onnx", "--qa-backend onnx")
+
+
 def test_load_roles_looks_each_role_up_in_the_registry(monkeypatch, capsys):
     built = []
 

@@ -139,12 +139,16 @@ def test_tiny_reader_trains_exports_and_serves_q2_with_the_rules_generator(tmp_p
     again = train_qa(tmp_path / "models2", settings.with_(models_dir=tmp_path / "models2"), cfg,
                      data=tmp_path / "data", log=lambda m: None, checkpoint=ckpt)
     assert again["weights_sha256"] == report["weights_sha256"]
-    # the registry serves it: `auto` takes the installed ONNX reader; `rules` writes the questions
+    # the registry serves it by name (`auto` passes over it: its build marks it auto_select false, under
+    # the decisions hash); `rules` writes the questions
     from fscore_lite.cache import CallCache
-    from fscore_lite.q2.roles import AUTO_ONNX, REGISTRY, RoleContext, resolve
+    from fscore_lite.q2.roles import AUTO_NOT_SELECTED, REGISTRY, RoleContext, resolve
 
     bundle = Bundle(bundle_dir)
-    assert resolve("qa", "auto", bundle) == ("onnx", AUTO_ONNX)
+    assert entry.extra["auto_select"] is False
+    assert bundle.get(cfg.name).decisions_sha256 == bundle.get(cfg.name).recorded_decisions_sha256
+    assert resolve("qa", "auto", bundle) == ("llm", AUTO_NOT_SELECTED)
+    assert resolve("qa", "auto", bundle, "onnx") == ("onnx", "--qa-backend onnx")
     ctx = RoleContext(settings, bundle, CallCache(None), "int8")
     qg, qa = REGISTRY[("qg", "rules")](ctx), REGISTRY[("qa", "onnx")](ctx)
     assert qa.describe()["name"] == cfg.name

@@ -7,7 +7,8 @@ cache, threads, precision, and the local LLM, loaded once and shared). :func:`lo
 resolves a backend name per role and looks its factory up.
 
 ``auto`` (the default): the ONNX model of the role when the bundle has one
-(``Bundle.first_for_role``), else the local LLM — with a warning on stderr, since the LLM
+(``Bundle.first_for_role``) that its build did not mark ``"auto_select": false`` (a model measured
+to agree less with people than the stand-in, e.g. the reader of ``models train qa``), else the local LLM — with a warning on stderr, since the LLM
 stand-ins are not the paper's models (and the LLM comparison never says "contradiction"), and
 with the choice recorded per role in the summary (``backends.ROLE.selection``). ``onnx``
 requires the three ONNX models; ``llm`` uses the LLM for all roles. ``qa_backend`` (the CLI's
@@ -34,6 +35,7 @@ PRECISIONS = ("int8", "fp32")
 STAND_IN = "llm"  # what ``auto`` gives a role without an ONNX model
 AUTO_ONNX = "auto: ONNX model installed"
 AUTO_STAND_IN = "auto: no ONNX model installed, LLM stand-in"
+AUTO_NOT_SELECTED = "auto: the installed ONNX model is marked not for auto (auto_select false), LLM stand-in"
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -155,7 +157,8 @@ class Q2Roles:
 def stand_in_warning(roles: list[str], manifest_path) -> str:
     """The stderr warning for roles that ``--backend auto`` gave to the LLM."""
     caveat = "; its answer comparison never says 'contradiction'" if "nli" in roles else ""
-    return (f"warning: --backend auto: no ONNX model for {', '.join(roles)} in {manifest_path}; the local LLM "
+    return (f"warning: --backend auto: no ONNX model for {', '.join(roles)} in {manifest_path} "
+            "(or only one its build marked auto_select false); the local LLM "
             f"stands in (a prompt, not the paper's model{caveat}), so "
             "the result is not the paper's Q2; recorded per role in the summary (backends.ROLE.selection)")
 
@@ -167,9 +170,12 @@ def resolve(role: str, backend: str, bundle: Bundle, override: str | None = None
         return override, f"--{role}-backend {override}"
     if backend != "auto":
         return backend, f"--backend {backend}"
-    if bundle.first_for_role(role) is not None:
-        return "onnx", AUTO_ONNX
-    return STAND_IN, AUTO_STAND_IN
+    entry = bundle.first_for_role(role)
+    if entry is None:
+        return STAND_IN, AUTO_STAND_IN
+    if getattr(entry, "extra", {}).get("auto_select") is False:
+        return STAND_IN, AUTO_NOT_SELECTED
+    return "onnx", AUTO_ONNX
 
 
 def load_roles(settings, *, backend: str = "auto", cache: CallCache | None = None, precision: str = "int8",
@@ -191,7 +197,7 @@ def load_roles(settings, *, backend: str = "auto", cache: CallCache | None = Non
     for role in ROLES:
         name, how = resolve(role, backend, bundle, overrides.get(role))
         built[role], selection[role] = REGISTRY[(role, name)](ctx), how
-        if how == AUTO_STAND_IN:
+        if how in (AUTO_STAND_IN, AUTO_NOT_SELECTED):
             stand_ins.append(role)
     if stand_ins:
         print(stand_in_warning(stand_ins, bundle.manifest_path), file=sys.stderr)

@@ -121,7 +121,7 @@ def train_qa(bundle_dir: Path, settings, cfg: QAConfig | None = None, data: Path
     from tokenizers import Tokenizer
 
     from fscore_lite.backends.onnx_qa import ExtractiveQA
-    from fscore_lite.manifest import Bundle, ModelEntry
+    from fscore_lite.manifest import DECISIONS_KEY, Bundle, ModelEntry, stamp_decisions
     from fscore_lite.q2.spans import load_nlp
     from fscore_lite.training.labeled import wiki_pages
 
@@ -199,7 +199,11 @@ def train_qa(bundle_dir: Path, settings, cfg: QAConfig | None = None, data: Path
               "loop": asdict(loop), "weights_sha256": state_sha256(model), "held_out": held_out,
               "build_cpu": cpu_record(), "timings": {k: round(v, 1) for k, v in timings.items()}}
     entry = bundle.get(cfg.name)
-    bundle.add(ModelEntry(**{**entry.__dict__, "extra": {**entry.extra, "training": report}}))
+    # ``auto`` keeps the LLM stand-in for QA: this reader agreed less with people on q2-wow (docs/Q2.md);
+    # ``--qa-backend onnx`` runs it. The flag changes a choice, so it goes under the decisions hash.
+    extra = {k: v for k, v in entry.extra.items() if k != DECISIONS_KEY}
+    bundle.add(ModelEntry(**{**entry.__dict__, "extra": stamp_decisions(
+        {**extra, "auto_select": False, "training": report})}))
     bundle.save()
     return report
 
@@ -212,6 +216,8 @@ def trained_with(bundle_dir: Path, cfg: QAConfig, data: Path | None) -> bool:
     bundle = Bundle(bundle_dir)
     entry = bundle.entries.get(cfg.name)
     training = (entry.extra.get("training") or {}) if entry is not None else {}
+    if entry is None or entry.extra.get("auto_select") is not False:
+        return False
     if (training.get("builder") != BUILDER or training.get("config") != asdict(cfg)
             or training.get("data") != (str(data) if data else "shipped")):
         return False
