@@ -120,9 +120,10 @@ def test_q2_auto_backend_warns_and_records_llm_stand_ins(tmp_path, monkeypatch, 
     roles = load_roles(settings, backend="auto")
     err = capsys.readouterr().err
     assert err.count("warning: --backend auto") == 1
-    assert "qg, qa, nli" in err and "not the paper's Q2" in err and "contradiction" in err
+    assert "qa, nli" in err and "qg" not in err and "not the paper's Q2" in err and "contradiction" in err
     d = roles.describe()
-    for role in ("qg", "qa", "nli"):
+    assert d["qg"]["backend"] == "rules" and d["qg"]["selection"] == "auto: no ONNX model installed, rules (no model)"
+    for role in ("qa", "nli"):
         assert d[role]["backend"] == "llm"
         assert d[role]["selection"] == "auto: no ONNX model installed, LLM stand-in"
     json.dumps(d)  # the summary can hold it

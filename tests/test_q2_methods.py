@@ -36,6 +36,8 @@ def test_auto_rule_onnx_when_installed_else_llm_stand_in():
     b = _Bundle({"nli"})
     assert resolve("nli", "auto", b) == ("onnx", roles_mod.AUTO_ONNX)
     assert resolve("qa", "auto", b) == ("llm", roles_mod.AUTO_STAND_IN)
+    assert resolve("qg", "auto", b) == ("rules", roles_mod.AUTO_RULES)
+    assert resolve("qg", "llm", b) == ("llm", "--backend llm")
     assert resolve("qa", "onnx", b) == ("onnx", "--backend onnx")
     assert resolve("qa", "auto", b, "llm-free") == ("llm-free", "--qa-backend llm-free")
 
@@ -72,11 +74,14 @@ def test_load_roles_looks_each_role_up_in_the_registry(monkeypatch, capsys):
         models_dir, threads = "unused", 1
 
     roles = load_roles(S(), bundle=_Bundle({"nli"}), qa_backend="llm-free")
-    assert (roles.qg, roles.qa, roles.nli) == ("qg:llm", "qa:llm-free", "nli:onnx")
-    assert built == [("qg", "llm"), ("qa", "llm-free"), ("nli", "onnx")]
-    assert roles.selection == {"qg": roles_mod.AUTO_STAND_IN, "qa": "--qa-backend llm-free",
+    assert (roles.qg, roles.qa, roles.nli) == ("qg:rules", "qa:llm-free", "nli:onnx")
+    assert built == [("qg", "rules"), ("qa", "llm-free"), ("nli", "onnx")]
+    assert roles.selection == {"qg": roles_mod.AUTO_RULES, "qa": "--qa-backend llm-free",
                                "nli": roles_mod.AUTO_ONNX}
-    assert "qg" in capsys.readouterr().err  # the stand-in warning names the LLM role
+    assert capsys.readouterr().err == ""  # no role went to the LLM by auto: no stand-in warning
+    roles = load_roles(S(), bundle=_Bundle({"nli"}))
+    assert roles.selection["qa"] == roles_mod.AUTO_STAND_IN
+    assert "for qa in" in capsys.readouterr().err  # the stand-in warning names the LLM role
 
 
 def test_unknown_backend_is_a_clear_error_listing_the_choices():

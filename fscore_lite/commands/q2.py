@@ -20,13 +20,13 @@ def q2(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Per-item JSONL (default: INPUT with .q2.jsonl)."),
     summary: Optional[Path] = typer.Option(None, "--summary", help="Summary JSON (default: OUTPUT with .summary.json)."),
     backend: str = typer.Option(default(Q, "backend"), "--backend", help=f"{one_of(Q, 'backend')}. auto: the ONNX "
-                                "model of a role when installed, else the LLM."),
+                                "model of a role when installed, else rules for QG and the LLM for QA and NLI."),
     qa_backend: Optional[str] = typer.Option(None, "--qa-backend", help=f"The QA role's backend on its own: "
                                              f"{one_of(Q, 'qa_backend')} (default: as --backend). llm: the LLM's "
                                              "answer snapped to the span of the text with the best token F1; "
                                              "llm-free: the LLM's answer as written."),
     qg_backend: Optional[str] = typer.Option(None, "--qg-backend", help=f"The QG role's backend on its own: "
-                                             f"{one_of(Q, 'qg_backend')} (default: as --backend). rules: the "
+                                             f"{one_of(Q, 'qg_backend')} (default: as --backend; auto: rules). rules: the "
                                              "answer span's sentence turned into a wh-question in place, no model."),
     metric: str = typer.Option(default(Q, "metric"), "--metric", help=f"The headline score (`score`): "
                                f"{one_of(Q, 'metric')}. q2: the paper's Q²; q2-no-nli: Q² without the NLI step; "

@@ -8,7 +8,9 @@ resolves a backend name per role and looks its factory up.
 
 ``auto`` (the default): the ONNX model of the role when the bundle has one
 (``Bundle.first_for_role``) that its build did not mark ``"auto_select": false`` (a model measured
-to agree less with people than the stand-in, e.g. the reader of ``models train qa``), else the local LLM — with a warning on stderr, since the LLM
+to agree less with people than the stand-in, e.g. the reader of ``models train qa``), else for QG the
+``rules`` generator (it agreed with people at least as well as the LLM's questions on q2-wow, at less
+than half the time: docs/Q2.md), else the local LLM — with a warning on stderr, since the LLM
 stand-ins are not the paper's models (and the LLM comparison never says "contradiction"), and
 with the choice recorded per role in the summary (``backends.ROLE.selection``). ``onnx``
 requires the three ONNX models; ``llm`` uses the LLM for all roles. ``qa_backend`` (the CLI's
@@ -32,10 +34,12 @@ from .generate import LlmQuestionGenerator, OnnxQuestionGenerator, QuestionGener
 ROLES = ("qg", "qa", "nli")
 BACKENDS = ("auto", "onnx", "llm")
 PRECISIONS = ("int8", "fp32")
-STAND_IN = "llm"  # what ``auto`` gives a role without an ONNX model
+STAND_IN = "llm"  # what ``auto`` gives a role without an ONNX model (QG: rules, below)
+AUTO_FALLBACK = {"qg": "rules"}  # roles whose ``auto`` fallback is not the LLM
 AUTO_ONNX = "auto: ONNX model installed"
 AUTO_STAND_IN = "auto: no ONNX model installed, LLM stand-in"
 AUTO_NOT_SELECTED = "auto: the installed ONNX model is marked not for auto (auto_select false), LLM stand-in"
+AUTO_RULES = "auto: no ONNX model installed, rules (no model)"
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -172,6 +176,8 @@ def resolve(role: str, backend: str, bundle: Bundle, override: str | None = None
         return backend, f"--backend {backend}"
     entry = bundle.first_for_role(role)
     if entry is None:
+        if role in AUTO_FALLBACK:
+            return AUTO_FALLBACK[role], AUTO_RULES
         return STAND_IN, AUTO_STAND_IN
     if getattr(entry, "extra", {}).get("auto_select") is False:
         return STAND_IN, AUTO_NOT_SELECTED
