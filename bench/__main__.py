@@ -34,6 +34,7 @@ SECTIONS = {  # name: title, in document order
     "verifier": "Trained verifier vs the LLM judge: facts/s at 1 thread, peak RSS",
     "atomic_facts": "Atomic facts: one generation at a time vs 3 decoded together; bios per hour end to end",
     "decomposer": "Decomposer: bios per hour end to end, the default decomposer vs each other one",
+    "llm_kernels": "llama.cpp CPU kernels: prompt and decode tokens/s, bios per hour of facts (portable vs auto)",
     "llm_batching": "llama.cpp decoding steps with 1-4 sequences: cost, and whether the bits change",
     "q2_runtime": "Q² per response: ONNX int8 vs transformers fp32",
     "llm_runtime": "FActScore verification: llama.cpp Q4_K_M vs transformers fp32",
@@ -65,6 +66,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                     "default 0.5b,1.5b (quick: 0.5b)")
     p.add_argument("--e2e-llm", default="1.5b", help="decomposer section: the LLM (0.5b, 1.5b, a bundle name "
                                                      "or a .gguf path); default 1.5b, the default bundle's")
+    p.add_argument("--kernels", default="", help="llm_kernels: kernels measured besides portable and auto, "
+                   "e.g. skylakex,icelake")
     p.add_argument("--prompts", type=int, default=10, help="verification prompts for llm_runtime")
     p.add_argument("--ray-bios", type=int, default=12, help="ray_scaling: bios scored locally and with 1 and 2 actors")
     args = p.parse_args(argv)

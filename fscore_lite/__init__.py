@@ -85,7 +85,7 @@ def score(input, output=None, *, summary=None, resume: bool = False, force: bool
     """FActScore over a JSONL file, as ``fscore-lite score``: writes ``output`` (default: INPUT
     with ``.factscore.jsonl``) and the summary JSON (default: OUTPUT with ``.summary.json``);
     returns the summary. ``options``: any :class:`ScoreOptions` field (mode, gamma, verifier, …)
-    or :class:`Settings` field (store, llm, models_dir, threads, n_ctx, parallel, use_cache).
+    or :class:`Settings` field (store, llm, models_dir, threads, n_ctx, parallel, llm_kernel, use_cache).
     ``ray``: score on Ray actors (``local``, ``auto`` or an address; ``ray_actors`` of them); the
     returned summary then says where it ran under ``"ray"``."""
     from .distributed import executor_for
@@ -106,7 +106,7 @@ def q2(input, output=None, *, summary=None, resume: bool = False, force: bool = 
     """Q² over a CSV or JSONL file, as ``fscore-lite q2``: writes ``output`` (default: INPUT with
     ``.q2.jsonl``) and the summary JSON; returns the summary. ``options``: any :class:`Q2Options`
     field (questions, remove_personal, no_nli_gets_fallback, metric, backend, qa_backend, precision, …) or
-    :class:`Settings` field (llm, models_dir, threads, use_cache)."""
+    :class:`Settings` field (llm, models_dir, threads, llm_kernel, use_cache)."""
     from .distributed import executor_for
     from .q2.pipeline import q2_file
     from .q2.score import Q2Options

@@ -96,6 +96,8 @@ class Settings:
     llm: str = field(default_factory=lambda: os.environ.get("FSCORE_LITE_LLM", DEFAULT_LLM))
     embed: str = DEFAULT_EMBED
     n_ctx: int = 4096
+    # llama.cpp's CPU kernel (backends/llama_kernels.py): portable, auto or a variant's name
+    llm_kernel: str = field(default_factory=lambda: os.environ.get("FSCORE_LITE_LLM_KERNEL", "portable"))
     # LLM generations decoded together (atomic facts of a response); bit-identical to 1
     parallel: int = 3
     use_cache: bool = True
@@ -112,6 +114,9 @@ class Settings:
             check_threads(self.threads)  # the value passed to every runtime, recorded in summaries
         check_parallel(self.parallel)
         check_n_ctx(self.n_ctx)
+        from .backends.llama_kernels import check_kernel
+
+        check_kernel(self.llm_kernel)
         if self.store_named is None:
             named = self.store is not None or bool(os.environ.get("FSCORE_LITE_STORE"))
             object.__setattr__(self, "store_named", named)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fscore_lite.backends.llama_kernels import PORTABLE_FEATURES
 from fscore_lite.backends.llm import LlamaRunner
 from fscore_lite.cache import CallCache
 from fscore_lite.factscore.pipeline import FactScorer, ScoreOptions, score_file
@@ -116,6 +117,11 @@ def test_rerun_hits_cache_and_output_is_deterministic(settings_1t, small_store, 
     for key in ("score", "init_score", "respond_ratio", "num_facts_per_response", "models", "store", "timings"):
         assert key in summ
     assert summ["store"]["sha256"] and summ["models"]["llm"]["sha256"]
+    # llama.cpp's CPU kernel: asked for and resolved in the settings (the resume key), with its
+    # instruction sets on the LLM that ran
+    assert summ["settings"]["llm_kernel"] == {"requested": "portable", "ran": "haswell"}
+    assert summ["models"]["llm"]["cpu_kernel"] == {"requested": "portable", "ran": "haswell",
+                                                    "features": PORTABLE_FEATURES}
 
 
 def test_resume_continues_without_redoing_or_duplicating(settings_1t, small_store, tmp_path, test_llm):

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fscore_lite.backends.llama_kernels import ensure_kernel
 from fscore_lite.errors import FscoreError
 from fscore_lite.manifest import Bundle, sha256_file
 
@@ -313,6 +314,7 @@ def test_llm_gguf_loads_and_round_trips(tiny_llm_bundle, tiny_checkpoints):
     assert entry.role == "llm" and entry.quantization == "Q8_0" and entry.architecture == "Qwen2ForCausalLM"
     assert entry.extra["gguf_type"] == "Q8_0" and entry.extra["n_vocab"] == 512 and entry.extra["context_length"] == 512
     assert {f.kind for f in entry.files} == {"weights", "config"}
+    ensure_kernel()  # llama.cpp's portable CPU kernel, as the runtime loads it
     llm = llama_cpp.Llama(str(bundle.verified_path(entry)), n_ctx=128, n_threads=1, verbose=False, logits_all=True)
     hf = _hf_tokenizer(tiny_checkpoints["llm"])
     for text in (SENTENCE, "Zyxw 12345 ünïcode — text\n\n  new line's", "<|im_start|>user\nHi<|im_end|>"):
@@ -344,6 +346,7 @@ def test_gguf_f32_matches_transformers(tmp_path, arch):
     assert (ids[0] == tok.bos_token_id) == (arch == "llama")
     with torch.no_grad():
         want = AutoModelForCausalLM.from_pretrained(str(ckpt), local_files_only=True)(torch.tensor([ids])).logits[0].numpy()
+    ensure_kernel()
     llm = llama_cpp.Llama(str(tmp_path / "m.gguf"), n_ctx=64, n_threads=1, verbose=False, logits_all=True)
     assert llm.tokenize(SENTENCE.encode(), add_bos=True, special=False) == ids
     llm.eval(ids)

@@ -68,12 +68,18 @@ class LlamaRunner(PrefixSnapshots):
         chat_template: bool = False,
         reuse_prefix: bool = True,
         parallel: int = 1,
+        kernel: str = "portable",
     ):
         try:
             import llama_cpp
             from llama_cpp import Llama
         except ImportError as e:  # pragma: no cover - install problem
             raise FscoreError("llama-cpp-python is not installed: pip install llama-cpp-python") from e
+        from .llama_kernels import ensure_kernel
+
+        # the CPU kernel is chosen before the first model loads (a build with loadable variants
+        # has no kernel until one is loaded) and is part of every call-cache key below
+        self.kernel = ensure_kernel(kernel)
         self.name = name or Path(model_path).stem
         self.model_path = str(model_path)
         self.sha256 = sha256
@@ -114,6 +120,8 @@ class LlamaRunner(PrefixSnapshots):
         # matmul split changes with the thread count). Part of every call-cache key.
         self._numerics = {"version": LAYOUT, "n_batch": self.n_batch,
                           "threads": [self._llm.n_threads, self._llm.n_threads_batch]}
+        if self.kernel.cache_tag is not None:  # the AVX2 kernel's calls keep their earlier keys
+            self._numerics["cpu"] = self.kernel.cache_tag
 
     @property
     def model(self):
@@ -398,9 +406,10 @@ def load_llm(settings, bundle=None, cache: CallCache | None = None, chat_templat
     name = settings.llm
     if name.endswith(".gguf") and os.path.exists(name):
         return LlamaRunner(name, sha256_file(name), Path(name).stem, settings.threads, settings.n_ctx,
-                           cache=cache, chat_template=chat_template, parallel=settings.parallel)
+                           cache=cache, chat_template=chat_template, parallel=settings.parallel,
+                           kernel=settings.llm_kernel)
     bundle = bundle or Bundle(settings.models_dir)
     entry = bundle.get(name)
     path = bundle.verified_path(entry)
     return LlamaRunner(path, entry.sha256, entry.name, settings.threads, settings.n_ctx, cache=cache,
-                       chat_template=chat_template, parallel=settings.parallel)
+                       chat_template=chat_template, parallel=settings.parallel, kernel=settings.llm_kernel)

@@ -44,6 +44,8 @@ def q2(
     llm: Optional[str] = typer.Option(None, "--llm", help="LLM bundle entry name or a .gguf path."),
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="Model bundle directory."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: all cores)."),
+    llm_kernel: Optional[str] = typer.Option(None, "--llm-kernel", help="llama.cpp's CPU kernel: portable "
+                                             "(default), auto or a variant's name (see `fscore-lite score --help`)."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run of the same input and settings."),
     force: bool = typer.Option(False, "--force", help="Discard the finished items of an earlier, unfinished run "
                                "of this output (OUTPUT.partial) and start over."),
@@ -56,7 +58,8 @@ def q2(
     from .. import q2 as q2_api
 
     result = q2_api(input, output, summary=summary, resume=resume, force=force, progress=not quiet, llm=llm,
-                    models_dir=models_dir, threads=threads, use_cache=False if no_cache else None, backend=backend,
+                    models_dir=models_dir, threads=threads, llm_kernel=llm_kernel, use_cache=False if no_cache else None,
+                    backend=backend,
                     qa_backend=qa_backend, qg_backend=qg_backend, metric=metric,
                     precision=precision, questions=questions, remove_personal=not keep_personal,
                     no_nli_gets_fallback=not no_nli_pure, ray=ray, ray_actors=ray_actors)
@@ -84,6 +87,8 @@ def meta_eval_q2(
     llm: Optional[str] = typer.Option(None, "--llm", help="LLM bundle entry name or a .gguf path."),
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="Model bundle directory."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: all cores)."),
+    llm_kernel: Optional[str] = typer.Option(None, "--llm-kernel", help="llama.cpp's CPU kernel: portable "
+                                             "(default), auto or a variant's name (see `fscore-lite score --help`)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the model-call cache (every "
                                   "call computed: the seconds per response are then the methods' own)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
@@ -99,7 +104,7 @@ def meta_eval_q2(
         from ..io import check_writable_outputs
 
         check_writable_outputs([report])  # before any model work
-    settings = Settings().with_(llm=llm, models_dir=models_dir, threads=threads,
+    settings = Settings().with_(llm=llm, models_dir=models_dir, threads=threads, llm_kernel=llm_kernel,
                                 use_cache=False if no_cache else None)
     result = run_q2_wow(data, settings, limit=limit, out_dir=out, backend=backend, precision=precision,
                         options=Q2Options(qa_backend=qa_backend, qg_backend=qg_backend), progress=not quiet)

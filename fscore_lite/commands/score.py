@@ -25,6 +25,10 @@ def score(
     n_ctx: Optional[int] = typer.Option(None, "--n-ctx", help="LLM context size in tokens."),
     parallel: Optional[int] = typer.Option(None, "--parallel", help="Atomic-fact generations decoded together, 1-3 "
                                            "(default 3; the facts are the same bytes as with 1)."),
+    llm_kernel: Optional[str] = typer.Option(None, "--llm-kernel", help="llama.cpp's CPU kernel: portable "
+                                             "(default; the AVX2 kernel whatever the CPU), auto (the best this "
+                                             "CPU has, e.g. zen4; other bits) or a variant's name. Recorded in the "
+                                             "summary; env FSCORE_LITE_LLM_KERNEL."),
     verifier: str = typer.Option(default(S, "verifier"), "--verifier", help=f"{one_of(S, 'verifier')}. trained: "
                                  "cross-encoder + page features, calibrated on human labels; llm: the reference's LM "
                                  "judge; llm+trained: the trained verifier's logit and the LLM's margin on a short "
@@ -69,7 +73,7 @@ def score(
     from .. import score as score_api
 
     result = score_api(input, output, summary=summary, resume=resume, force=force, store=store, llm=llm, models_dir=models_dir,
-                       threads=threads, n_ctx=n_ctx, parallel=parallel, use_cache=False if no_cache else None,
+                       threads=threads, n_ctx=n_ctx, parallel=parallel, llm_kernel=llm_kernel, use_cache=False if no_cache else None,
                        verifier=verifier, share=share, mode=mode, gamma=gamma, abstain=abstain, k=k,
                        search_all=search_all, npm=npm, chat_template=chat_template, context_budget=context_budget,
                        progress=not quiet, max_output_chars=max_output_chars, demo_shortcut=demo_shortcut,

@@ -46,6 +46,10 @@ class FactScorer:
 
         options.validate()
         self.settings, self.options = settings, options
+        if llm is None:  # a kernel this build or CPU does not have is refused before anything loads
+            from ..backends.llama_kernels import resolve_kernel
+
+            resolve_kernel(settings.llm_kernel)
         self.cache = cache if cache is not None else CallCache(settings.cache_path if settings.use_cache else None)
         self.bundle = Bundle(settings.models_dir)
         self._llm = llm
@@ -118,6 +122,8 @@ class FactScorer:
         for role, comp in comps:
             if comp.name in self.bundle.entries:
                 models[role] = self.bundle.get(comp.name).to_json() | {"sha256": comp.sha256}
+        if self.llm_loaded:  # the kernel that computed its bits, with the instruction sets it used
+            models["llm"]["cpu_kernel"] = self._llm.kernel.to_json()
         verifier = self.verifier.describe()
         models.update(verifier["models"])
         o = self.options
@@ -140,10 +146,21 @@ class FactScorer:
                 "calibration": self.verifier.calibration_report(self.counts["generated"], self.counts["given"]),
                 "npm_passages": NPM_PASSAGES if o.npm else None,
                 "threads": self.settings.threads, "n_ctx": self.settings.n_ctx,
+                "llm_kernel": self._kernel_setting(),
                 "onnx_spin_us": session_spin(self.settings.threads),
                 "decode_parallel": self.settings.parallel if self.llm_loaded else None,  # no LLM: nothing decoded
             },
         }
+
+    def _kernel_setting(self) -> dict:
+        """llama.cpp's CPU kernel as asked for and the variant that runs it (known before any model
+        loads: part of the resume key); the loaded LLM's entry adds its instruction sets."""
+        if self.llm_loaded:
+            k = self._llm.kernel
+            return {"requested": k.requested, "ran": k.name}
+        from ..backends.llama_kernels import resolve_kernel
+
+        return {"requested": self.settings.llm_kernel, "ran": resolve_kernel(self.settings.llm_kernel)}
 
     def run_fact_settings(self) -> dict | None:
         """What makes this run's generated facts (the LLM as loaded, else its bundle entry; None: unknown)."""

@@ -64,6 +64,10 @@ class Q2Scorer:
         self.settings = settings or Settings()
         chosen = {k: v for k, v in (("backend", backend), ("precision", precision)) if v is not None}
         self.options = replace(options or Q2Options(), **chosen)
+        if roles is None:  # a kernel this build or CPU does not have is refused before anything loads
+            from ..backends.llama_kernels import resolve_kernel
+
+            resolve_kernel(self.settings.llm_kernel)
         if cache is None:
             cache = CallCache(self.settings.cache_path if self.settings.use_cache else None)
         self.cache = cache
@@ -105,21 +109,37 @@ class Q2Scorer:
 
     def describe(self) -> dict:
         """Backends, options and settings (the reproducibility part of a summary)."""
+        backends = self.roles.describe()
         return {
-            "backends": self.roles.describe(),
+            "backends": backends,
             "precision": self.precision,
             "metric": {"name": self.options.metric, "field": METRICS[self.options.metric]},
             "options": self.options.to_json(),
             "settings": {"threads": self.settings.threads, "onnx_spin_us": session_spin(self.settings.threads),
-                         "llm": self.settings.llm,
+                         "llm": self.settings.llm, "llm_kernel": self._kernel_setting(backends),
                          "models_dir": str(self.settings.models_dir),
                          "cache": str(self.cache.path) if self.cache.path else None},
         }
 
+    def _kernel_setting(self, backends: dict) -> dict | None:
+        """llama.cpp's CPU kernel where a role runs the LLM (None: none does), with its instruction
+        sets once it has loaded."""
+        if not any(v.get("backend") == "llm" for v in backends.values()):
+            return None
+        from ..backends.llama_kernels import loaded, resolve_kernel
+
+        k = loaded()
+        if k is not None:
+            return k.to_json()
+        return {"requested": self.settings.llm_kernel, "ran": resolve_kernel(self.settings.llm_kernel)}
+
     def identity(self) -> dict:
-        """What a result depends on besides the input (the resume key): method options, every model's sha256."""
+        """What a result depends on besides the input (the resume key): method options, every model's sha256,
+        the LLM's CPU kernel."""
         d = self.describe()
+        kernel = d["settings"]["llm_kernel"]
         return {"options": d["options"], "precision": self.precision,
+                **({"llm_kernel": kernel["ran"]} if kernel else {}),
                 "models": {r: (v["backend"], v["name"], v["sha256"]) for r, v in d["backends"].items()}}
 
     def summary(self, results: list[dict], run: RunFacts) -> dict:
