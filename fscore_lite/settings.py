@@ -7,6 +7,7 @@ Values come from (highest first) explicit arguments / CLI flags, environment var
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -74,6 +75,18 @@ def check_n_ctx(n_ctx) -> int:
     return n_ctx
 
 
+_KERNEL_NAME = re.compile(r"^[a-z0-9_]{1,40}$")
+
+
+def check_kernel(choice) -> str:
+    """``--llm-kernel``: ``portable``, ``auto`` or a variant's name (a lowercase word; whether this build
+    and CPU have it is checked by backends/llama_kernels.py before any model loads)."""
+    if not isinstance(choice, str) or not _KERNEL_NAME.match(choice):
+        raise FscoreError("--llm-kernel must be portable (the AVX2 kernel whatever the CPU), auto (the best this "
+                          f"CPU has) or a variant's name, not {choice!r}")
+    return choice
+
+
 MAX_PARALLEL = 3  # llm_parallel.MAX_WIDTH: 4 or more sequences a step change the bits
 
 
@@ -114,8 +127,6 @@ class Settings:
             check_threads(self.threads)  # the value passed to every runtime, recorded in summaries
         check_parallel(self.parallel)
         check_n_ctx(self.n_ctx)
-        from .backends.llama_kernels import check_kernel
-
         check_kernel(self.llm_kernel)
         if self.store_named is None:
             named = self.store is not None or bool(os.environ.get("FSCORE_LITE_STORE"))

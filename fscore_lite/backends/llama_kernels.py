@@ -25,20 +25,18 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FscoreError
+from ..settings import check_kernel
 
 PORTABLE = "haswell"
-CHOICES_DOC = "portable (the AVX2 kernel whatever the CPU), auto (the best this CPU has) or a variant's name"
 NEEDS_NAMING = ("sapphirerapids",)  # AMX tiles: never picked by auto
 # llama_print_system_info of the AVX2 kernel (the haswell variant and the project's earlier AVX2
 # builds print the same and compute the same bits): its calls keep their old cache keys.
 PORTABLE_FEATURES = "SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 |"
-_NAME = re.compile(r"^[a-z0-9_]{1,40}$")
 _PREFIX = "libggml-cpu-"
 
 
@@ -56,13 +54,6 @@ class Kernel:
 
     def to_json(self) -> dict:
         return {"requested": self.requested, "ran": self.name, "features": self.features}
-
-
-def check_kernel(choice) -> str:
-    """``--llm-kernel``: ``portable``, ``auto`` or a variant's name (checked before models load)."""
-    if not isinstance(choice, str) or not _NAME.match(choice):
-        raise FscoreError(f"--llm-kernel must be {CHOICES_DOC}, not {choice!r}")
-    return choice
 
 
 def variant_dirs() -> list[Path]:
