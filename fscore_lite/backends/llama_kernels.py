@@ -171,8 +171,8 @@ def resolve_kernel(choice: str = "portable") -> str:
     """The name of the kernel ``choice`` runs here, without loading it (for settings recorded
     before any model loads): a variant's name, or ``built-in``."""
     check_kernel(choice)
-    if _loaded is not None:
-        return ensure_kernel(choice).name
+    if _loaded is not None and choice in (_loaded.requested, _loaded.name):
+        return _loaded.name
     try:
         import llama_cpp  # noqa: F401
     except ImportError:

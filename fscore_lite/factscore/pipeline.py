@@ -122,8 +122,8 @@ class FactScorer:
         for role, comp in comps:
             if comp.name in self.bundle.entries:
                 models[role] = self.bundle.get(comp.name).to_json() | {"sha256": comp.sha256}
-        if self.llm_loaded:  # the kernel that computed its bits, with the instruction sets it used
-            models["llm"]["cpu_kernel"] = self._llm.kernel.to_json()
+        if self.llm_loaded and getattr(self._llm, "kernel", None) is not None:
+            models["llm"]["cpu_kernel"] = self._llm.kernel.to_json()  # what computed its bits, and its instruction sets
         verifier = self.verifier.describe()
         models.update(verifier["models"])
         o = self.options
@@ -155,8 +155,8 @@ class FactScorer:
     def _kernel_setting(self) -> dict:
         """llama.cpp's CPU kernel as asked for and the variant that runs it (known before any model
         loads: part of the resume key); the loaded LLM's entry adds its instruction sets."""
-        if self.llm_loaded:
-            k = self._llm.kernel
+        k = getattr(self._llm, "kernel", None) if self.llm_loaded else None  # runners made elsewhere may not say
+        if k is not None:
             return {"requested": k.requested, "ran": k.name}
         from ..backends.llama_kernels import resolve_kernel
 
