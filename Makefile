@@ -7,7 +7,7 @@ export FSCORE_LITE_HOME ?= $(HOME)/.cache/fscore-lite
 DATA ?= ../shared/data
 THREADS ?= $(shell nproc)
 
-.PHONY: demo test bench dist install install-test models-demo models-test models-verifier models-qa demo-store docs clean
+.PHONY: demo test bench dist install install-test models-demo models-test models-verifier models-qa models-decomposer demo-store docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -66,6 +66,15 @@ models-verifier: $(VENV)/.export
 models-qa: $(VENV)/.export
 	$(BIN)/fscore-lite models install-default minilm
 	$(BIN)/fscore-lite models train qa --if-missing
+
+# The fine-tuned decomposer (`--decomposer tuned`): SmolLM2-135M trained here on the dev topics' human facts
+# (torch), its cross-fitted facts of the training bios (six fold models), then the verifier refitted so that
+# it has a calibration for them. Opt-in: too long for `make demo`'s budget (timings in docs/E2E.md).
+models-decomposer: $(VENV)/.export
+	$(BIN)/fscore-lite models install-default minilm smollm2
+	$(BIN)/fscore-lite models train decomposer --if-missing
+	$(BIN)/fscore-lite models own-facts --decomposer tuned --threads 2
+	$(BIN)/fscore-lite models train verifier --if-missing
 
 demo-store: $(VENV)/.runtime models-demo
 	$(BIN)/fscore-lite kb build examples/pages.jsonl -o $(FSCORE_LITE_HOME)/stores/demo \

@@ -73,6 +73,16 @@ def qa_builder():
     return build
 
 
+def decomposer_builder():
+    """``fscore_lite_models.decomposer.build``: the fine-tuned decomposer's config, ``train_decomposer`` and
+    ``cross_fitted_own_facts``."""
+    try:
+        from fscore_lite_models.decomposer import build
+    except ModuleNotFoundError as e:
+        raise FscoreError(f"training needs the export extra: {EXPORT_EXTRA} (missing {e.name})") from None
+    return build
+
+
 def train_llm_combiner(models_dir: Path, settings, **options) -> dict:
     """Fit and record the llm+trained combiner (``fscore_lite_models.verifier.llm_stack``)."""
     try:

@@ -1,7 +1,7 @@
 """Model bundle manifest: a folder with ``manifest.json`` and the model files it lists.
 
-Each entry names a model, its role (``llm``, ``embed``, ``qg``, ``qa``, ``nli``, ``mlm``), its
-files with sha256 and size, and where it came from (source, licence). The runtime refuses
+Each entry names a model, its role (``llm``, ``embed``, ``qg``, ``qa``, ``nli``, ``mlm``, ``verifier``,
+``decomposer``), its files with sha256 and size, and where it came from (source, licence). The runtime refuses
 a file whose hash does not match; build code (``models/``) writes the manifest.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ MANIFEST_NAME = "manifest.json"
 DECISIONS_KEY = "decisions_sha256"
 REPORT_KEY = "training"
 SCHEMA_VERSION = 1
-ROLES = ("llm", "embed", "qg", "qa", "nli", "mlm", "verifier")
+ROLES = ("llm", "embed", "qg", "qa", "nli", "mlm", "verifier", "decomposer")
 
 
 @dataclass(frozen=True)

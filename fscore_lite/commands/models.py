@@ -264,6 +264,45 @@ def train_qa(
     typer.echo(f"installed {cfg.name} (qa) into {settings.models_dir} in {report['timings']['total_s']:.0f} s")
 
 
+@train_app.command("decomposer")
+def train_decomposer(
+    data: Optional[Path] = typer.Option(
+        None, "--data", help="Folder with factscore-labeled/ and wiki-*/pages.jsonl (default: the shipped dev data)."),
+    models_dir: Optional[Path] = typer.Option(None, "--models-dir", help=MODELS_DIR_HELP),
+    epochs: float = typer.Option(1.0, "--epochs", min=0.01, max=100.0, help="Passes over the training sentences."),
+    lr: float = typer.Option(1e-4, "--lr", min=1e-7, max=1.0, help="AdamW learning rate (linear warm-up and decay)."),
+    seed: int = typer.Option(0, "--seed"),
+    threads: int = typer.Option(2, "--threads", min=1, max=1024, help="CPU threads of the build (fixed: the thread "
+                                "count changes the bits of the trained weights)."),
+    bf16: Optional[bool] = typer.Option(None, "--bf16/--no-bf16", help="bfloat16 autocast (default: when the CPU has "
+                                        "bf16 units)."),
+    max_sentences: Optional[int] = typer.Option(None, "--max-sentences", min=1, help="A fixed sample of the training "
+                                                "sentences (default: all)."),
+    if_missing: bool = typer.Option(False, "--if-missing", help="Do nothing when a decomposer trained with these "
+                                    "settings is installed and its files verify."),
+) -> None:
+    """Fine-tune the `tuned` decomposer: SmolLM2-135M-Instruct (installed from the registry) trained on
+    the development topics' sentences and their human atomic facts, a topic-grouped fold held out
+    (its loss and the proxy against its human facts recorded), written to GGUF Q8_0 and installed
+    as the bundle's decomposer. Then `models own-facts --decomposer tuned` (cross-fitted facts) and
+    `models train verifier` give it a calibration."""
+    settings = Settings().with_(models_dir=models_dir, threads=threads)
+    build = build_step.decomposer_builder()
+    cfg = build.DecomposerConfig(epochs=epochs, lr=lr, seed=seed, threads=settings.threads, bf16=bf16,
+                                 max_sentences=max_sentences)
+    if if_missing and build.trained_with(settings.models_dir, cfg, data):
+        typer.echo(f"{cfg.name} is installed in {settings.models_dir} with these settings; nothing to do")
+        return
+    report = build.train_decomposer(settings.models_dir, settings, cfg, data=data, log=_log)
+    p, loss = report["held_out_proxy"], report["held_out_token_loss"]
+    if p:
+        typer.echo(f"held out ({p['sentences']} sentences of {len(report['held_out_topics'])} topics): token loss "
+                   f"{loss['before']} -> {loss['after']}, {p['facts_per_sentence']:.2f} facts a sentence (people "
+                   f"{p['human_facts_per_sentence']:.2f}), coverage {100 * (p['coverage'] or 0):.1f}%, precision "
+                   f"{100 * (p['precision'] or 0):.1f}%, {p['seconds_per_sentence']:.2f} s a sentence")
+    typer.echo(f"installed {cfg.name} (decomposer) into {settings.models_dir} in {report['timings']['total_s']:.0f} s")
+
+
 @train_app.command("llm-combiner")
 def train_llm_combiner(
     llm: Optional[str] = typer.Option(None, "--llm", help="LLM (bundle name or .gguf path; default: the default LLM)."),

@@ -8,10 +8,14 @@ chosen one's :func:`describe_settings`.
 * ``default``: the local LLM with the reference's prompt, prompt-lookup drafts and stop rules,
   then the named clean-up filters (:mod:`.fact_decoding`, :mod:`.fact_filters`);
 * ``reference``: the reference's prompt and greedy decoding, byte-faithful (:mod:`.atomic_facts`);
-* ``parse``: no LLM: facts read off spaCy's dependency parse (:mod:`.parse_facts`).
+* ``parse``: no LLM: facts read off spaCy's dependency parse (:mod:`.parse_facts`);
+* ``tuned``: a small LM fine-tuned on sentences and their human facts, its own model file in the
+  bundle (:mod:`.tuned_facts`; ``models train decomposer``).
 
 A decomposer's facts are a function of the response's text, the model that makes them (the LLM,
-or the spaCy model), its settings and the thread count, never of other items, order or cache.
+the spaCy model or the fine-tuned decomposer), its settings and the thread count, never of other
+items, order or cache. Decomposers with a model of their own find it through a :class:`Models`
+(the run's settings, bundle and call cache).
 :func:`fact_source` names that model with its sha256: it is what a calibration fitted on a
 decomposer's facts is matched against.
 """
@@ -33,16 +37,34 @@ class Decomposer(Protocol):
 
 
 @dataclass(frozen=True)
+class Models:
+    """Where a decomposer with a model of its own finds it: the run's settings, bundle and call cache."""
+
+    settings: object
+    bundle: object
+    cache: object | None = None
+
+    @staticmethod
+    def of(settings=None, bundle=None, cache=None) -> "Models":
+        from ..manifest import Bundle
+        from ..settings import Settings
+
+        settings = settings if settings is not None else Settings()
+        return Models(settings, bundle if bundle is not None else Bundle(settings.models_dir), cache)
+
+
+@dataclass(frozen=True)
 class DecomposerSpec:
     name: str
     uses_llm: bool
     help: str
-    make: Callable  # (llm_fn, demo_shortcut) -> Decomposer
+    make: Callable  # (llm_fn, demo_shortcut, models) -> Decomposer
     settings: Callable  # (demo_shortcut) -> dict, without loading any model
+    source: Callable | None = None  # (models) -> (name, sha256) of its own model; None: the LLM's or spaCy's
 
 
 def _make_llm(name: str):
-    def make(llm_fn, demo_shortcut: bool):
+    def make(llm_fn, demo_shortcut: bool, models: Models | None):
         from .atomic_facts import AtomicFactGenerator
 
         return AtomicFactGenerator(llm_fn(), demo_shortcut=demo_shortcut, decomposer=name)
@@ -57,8 +79,28 @@ def _llm_settings(name: str):
     return settings
 
 
-def _make_parse(llm_fn, demo_shortcut: bool):
+def _make_parse(llm_fn, demo_shortcut: bool, models: Models | None):
     return ParseDecomposer()
+
+
+def _make_tuned(llm_fn, demo_shortcut: bool, models: Models | None):
+    from .tuned_facts import TunedDecomposer, load_runner
+
+    m = models or Models.of()
+    return TunedDecomposer(load_runner(m.settings, m.bundle, m.cache))
+
+
+def _tuned_settings(demo_shortcut: bool) -> dict:
+    from .tuned_facts import describe_settings as tuned_describe
+
+    return tuned_describe()
+
+
+def _tuned_source(models: Models | None) -> tuple[str, str]:
+    from .tuned_facts import model_entry
+
+    entry = model_entry((models or Models.of()).bundle)
+    return entry.name, entry.sha256
 
 
 def _parse_settings(demo_shortcut: bool) -> dict:
@@ -79,6 +121,8 @@ REGISTRY: dict[str, DecomposerSpec] = {
                                 _make_llm("reference"), _llm_settings("reference")),
     "parse": DecomposerSpec("parse", False, "no LLM: facts from spaCy's dependency parse (clauses, appositions, "
                             "adjuncts, coordinations), milliseconds a sentence", _make_parse, _parse_settings),
+    "tuned": DecomposerSpec("tuned", False, "a 135M LM fine-tuned on sentences and their human facts (no demos; "
+                            "`models train decomposer`)", _make_tuned, _tuned_settings, _tuned_source),
 }
 NAMES = tuple(REGISTRY)
 
@@ -95,9 +139,11 @@ def spec(name: str) -> DecomposerSpec:
     return REGISTRY[check_decomposer(name)]
 
 
-def make_decomposer(name: str, llm_fn: Callable[[], object], demo_shortcut: bool = False) -> Decomposer:
-    """The decomposer ``name``; ``llm_fn`` gives the LLM (called only by decomposers that use one)."""
-    return spec(name).make(llm_fn, demo_shortcut)
+def make_decomposer(name: str, llm_fn: Callable[[], object], demo_shortcut: bool = False,
+                    models: Models | None = None) -> Decomposer:
+    """The decomposer ``name``; ``llm_fn`` gives the LLM (called only by decomposers that use one),
+    ``models`` the bundle of those with a model of their own (default: the environment's)."""
+    return spec(name).make(llm_fn, demo_shortcut, models)
 
 
 def describe_settings(name: str, demo_shortcut: bool = False) -> dict:
@@ -109,8 +155,12 @@ def uses_llm(name: str) -> bool:
     return spec(name).uses_llm
 
 
-def fact_source(name: str, llm_fn: Callable[[], object]) -> tuple[str, str]:
-    """(model name, sha256) of what makes ``name``'s facts: the LLM (``llm_fn()``), or the spaCy model."""
+def fact_source(name: str, llm_fn: Callable[[], object], models: Models | None = None) -> tuple[str, str]:
+    """(model name, sha256) of what makes ``name``'s facts: the LLM (``llm_fn()``), the decomposer's own
+    model (from ``models``' bundle), or the spaCy model."""
+    s = spec(name)
+    if s.source is not None:
+        return s.source(models)
     if uses_llm(name):
         llm = llm_fn()
         return llm.name, llm.sha256

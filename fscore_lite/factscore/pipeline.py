@@ -94,10 +94,11 @@ class FactScorer:
     def generator(self):
         """The atomic-fact generator (made, with the LLM, on first use)."""
         if self._generator is None:
-            from .decomposers import make_decomposer
+            from .decomposers import Models, make_decomposer
 
             self._generator = make_decomposer(self.options.decomposer, lambda: self.llm,
-                                              demo_shortcut=self.options.demo_shortcut)
+                                              demo_shortcut=self.options.demo_shortcut,
+                                              models=Models(self.settings, self.bundle, self.cache))
         return self._generator
 
     @generator.setter
@@ -164,11 +165,11 @@ class FactScorer:
 
     def run_fact_settings(self) -> dict | None:
         """What makes this run's generated facts (the LLM as loaded, else its bundle entry; None: unknown)."""
-        from .decomposers import fact_source, uses_llm
+        from .decomposers import Models, fact_source, uses_llm
 
         o = self.options
         if not uses_llm(o.decomposer):
-            name, sha = fact_source(o.decomposer, lambda: None)
+            name, sha = fact_source(o.decomposer, lambda: None, Models(self.settings, self.bundle))
         elif self.llm_loaded:
             name, sha = self._llm.name, self._llm.sha256
         elif self.settings.llm in self.bundle.entries:

@@ -151,10 +151,10 @@ class Trained:
     def run_fact_settings(self) -> dict:
         """What makes this run's generated facts: the decomposer's model (the LLM, loaded, or the parser) and
         the atomic-fact settings."""
-        from .decomposers import describe_settings, fact_source
+        from .decomposers import Models, describe_settings, fact_source
 
         o = self.ctx.options
-        name, sha = fact_source(o.decomposer, self.ctx.llm)
+        name, sha = fact_source(o.decomposer, self.ctx.llm, Models(self.ctx.settings, self.ctx.bundle))
         return fact_settings(name, sha, describe_settings(o.decomposer, o.demo_shortcut))
 
     def generated_calibration(self) -> Calibration | None:

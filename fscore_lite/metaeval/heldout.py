@@ -99,7 +99,7 @@ def _own_facts(ex, settings, decomposer, fitted_for, limit, subjects, progress, 
     run's fact settings, else generated (cached) for every bio, or the ``limit`` sample."""
     from ..backends.llm import load_llm
     from ..cache import CallCache
-    from ..factscore.decomposers import fact_source, make_decomposer
+    from ..factscore.decomposers import Models, fact_source, make_decomposer
     from ..factscore.score import fact_settings, same_facts
     from ..manifest import Bundle
     from ..training.examples import held_out_bios
@@ -113,8 +113,8 @@ def _own_facts(ex, settings, decomposer, fitted_for, limit, subjects, progress, 
             loaded.append(load_llm(settings, Bundle(settings.models_dir), cache))
         return loaded[0]
 
-    generator = make_decomposer(decomposer, llm_fn)
-    source = fact_source(decomposer, llm_fn)
+    generator = make_decomposer(decomposer, llm_fn, models=Models.of(settings, cache=CallCache(settings.cache_path if settings.use_cache else None)))
+    source = fact_source(decomposer, llm_fn, Models.of(settings))
     run = fact_settings(*source, generator.describe())
     if decomposer in ex.own and same_facts(fitted_for[decomposer], run):
         return {"source": f"read from the shipped own-facts file ({fitted_for[decomposer]['facts_file_sha256'][:12]}, "

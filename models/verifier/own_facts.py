@@ -40,12 +40,18 @@ def make_own_facts(settings, out: Path | None = None, data: Path | None = None, 
     from fscore_lite.backends.llm import load_llm
     from fscore_lite.cache import CallCache
     from fscore_lite.errors import FscoreError
-    from fscore_lite.factscore.decomposers import check_decomposer, fact_source, make_decomposer
+    from fscore_lite.factscore.decomposers import Models, check_decomposer, fact_source, make_decomposer
     from fscore_lite.manifest import Bundle
     from fscore_lite.training.examples import held_out_bios, load_examples
     from fscore_lite.training.labeled import wiki_pages
     from fscore_lite.training.own_facts import fact_settings, generate_own_facts, write_own_facts
 
+    if decomposer == "tuned":  # trained on these bios' human facts: its facts of them are cross-fitted
+        from ..decomposer.build import cross_fitted_own_facts
+
+        if tuple(subjects) != SUBJECTS:
+            raise FscoreError("the tuned decomposer's own facts are cross-fitted over all three subjects: no --subjects")
+        return cross_fitted_own_facts(settings, data=data, out=out, limit=limit, log=log, progress=progress)
     unknown = [s for s in subjects if s not in SUBJECTS]
     if unknown:
         raise FscoreError(f"unknown subject(s) {', '.join(unknown)}; choose from {', '.join(SUBJECTS)}")
@@ -63,8 +69,8 @@ def make_own_facts(settings, out: Path | None = None, data: Path | None = None, 
             loaded.append(load_llm(settings, Bundle(settings.models_dir), cache))
         return loaded[0]
 
-    generator = make_decomposer(decomposer, llm_fn)  # as `score --decomposer` makes it
-    name, sha = fact_source(decomposer, llm_fn)
+    generator = make_decomposer(decomposer, llm_fn, models=Models.of(settings, cache=CallCache(settings.cache_path if settings.use_cache else None)))  # as `score --decomposer` makes it
+    name, sha = fact_source(decomposer, llm_fn, Models.of(settings))
     log(f"own facts of {len(bios)} bios, decomposer {decomposer}, with {name} ({sha[:12]}), {settings.threads} "
         "thread(s); every LLM call is cached: an interrupted run resumes")
     facts = generate_own_facts(bios, generator, progress)
