@@ -45,12 +45,12 @@ def test_the_registry_names_every_decomposer_and_checks_the_name():
     from fscore_lite.errors import FscoreError
     from fscore_lite.factscore.options import DECOMPOSERS
 
-    assert decomposers.NAMES == DECOMPOSERS == ("default", "reference", "parse")
-    assert [decomposers.uses_llm(n) for n in decomposers.NAMES] == [True, True, False]
+    assert decomposers.NAMES == DECOMPOSERS == ("default", "reference", "parse", "tuned")
+    assert [decomposers.uses_llm(n) for n in decomposers.NAMES] == [True, True, False, False]
     parse = decomposers.describe_settings("parse")
     assert parse["decomposer"] == "parse" and RULES in parse["decoding"] and "deviation" in parse["decoding"]
     assert decomposers.describe_settings("default")["decomposer"] == "default"
-    with pytest.raises(FscoreError, match="must be one of default, reference, parse, not 'fast'"):
+    with pytest.raises(FscoreError, match="must be one of default, reference, parse, tuned, not 'fast'"):
         decomposers.describe_settings("fast")
 
 

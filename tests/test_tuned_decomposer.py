@@ -77,8 +77,11 @@ def test_training_teaches_the_runtime_prompt(tmp_path):
     dec = TunedDecomposer(LlamaRunner(out, sha256_file(out), "tuned", threads=1, n_ctx=512))
     assert dec.sentence_facts(SENTENCE) == FACTS
     # the same fact twice in a response is kept once; a "Sure" opener gets none
-    run = dec.run("Sure, here it is. " + SENTENCE + " " + SENTENCE)
+    text = "Sure, here it is. " + SENTENCE + " " + SENTENCE
+    run = dec.run(text)
     assert [s.facts for s in run] == [[], FACTS, []]
+    dec.run("Grace Hopper wrote a compiler.")  # another item between: the same facts after it
+    assert dec.run(text) == run
 
 
 def test_prompt_and_parse():

@@ -125,6 +125,14 @@ class FactScorer:
                 models[role] = self.bundle.get(comp.name).to_json() | {"sha256": comp.sha256}
         if self.llm_loaded and getattr(self._llm, "kernel", None) is not None:
             models["llm"]["cpu_kernel"] = self._llm.kernel.to_json()  # what computed its bits, and its instruction sets
+        runner = getattr(self._generator, "runner", None)  # a decomposer with a model of its own (tuned)
+        if runner is not None and runner.name in self.bundle.entries:
+            entry = self.bundle.get(runner.name).to_json()
+            training = entry["extra"].pop("training", None) or {}  # the build report is long: its CPU is kept
+            models["decomposer"] = entry | {"sha256": runner.sha256} | (
+                {"build_cpu": training["build_cpu"]} if training.get("build_cpu") else {})
+            if getattr(runner, "kernel", None) is not None:
+                models["decomposer"]["cpu_kernel"] = runner.kernel.to_json()
         verifier = self.verifier.describe()
         models.update(verifier["models"])
         o = self.options

@@ -113,8 +113,9 @@ def _own_facts(ex, settings, decomposer, fitted_for, limit, subjects, progress, 
             loaded.append(load_llm(settings, Bundle(settings.models_dir), cache))
         return loaded[0]
 
-    generator = make_decomposer(decomposer, llm_fn, models=Models.of(settings, cache=CallCache(settings.cache_path if settings.use_cache else None)))
-    source = fact_source(decomposer, llm_fn, Models.of(settings))
+    models = Models.of(settings, cache=CallCache(settings.cache_path if settings.use_cache else None))
+    generator = make_decomposer(decomposer, llm_fn, models=models)
+    source = fact_source(decomposer, llm_fn, models)
     run = fact_settings(*source, generator.describe())
     if decomposer in ex.own and same_facts(fitted_for[decomposer], run):
         return {"source": f"read from the shipped own-facts file ({fitted_for[decomposer]['facts_file_sha256'][:12]}, "

@@ -69,8 +69,9 @@ def make_own_facts(settings, out: Path | None = None, data: Path | None = None, 
             loaded.append(load_llm(settings, Bundle(settings.models_dir), cache))
         return loaded[0]
 
-    generator = make_decomposer(decomposer, llm_fn, models=Models.of(settings, cache=CallCache(settings.cache_path if settings.use_cache else None)))  # as `score --decomposer` makes it
-    name, sha = fact_source(decomposer, llm_fn, Models.of(settings))
+    models = Models.of(settings, cache=CallCache(settings.cache_path if settings.use_cache else None))
+    generator = make_decomposer(decomposer, llm_fn, models=models)  # as `score --decomposer` makes it
+    name, sha = fact_source(decomposer, llm_fn, models)
     log(f"own facts of {len(bios)} bios, decomposer {decomposer}, with {name} ({sha[:12]}), {settings.threads} "
         "thread(s); every LLM call is cached: an interrupted run resumes")
     facts = generate_own_facts(bios, generator, progress)
