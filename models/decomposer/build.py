@@ -330,20 +330,9 @@ def train_decomposer(bundle_dir: Path, settings, cfg: DecomposerConfig | None = 
 
 def trained_with(bundle_dir: Path, cfg: DecomposerConfig, data: Path | None) -> bool:
     """Is a decomposer trained with ``cfg`` on the same data, by this recipe, installed with intact files?"""
-    from fscore_lite.errors import ModelIntegrityError
-    from fscore_lite.manifest import Bundle
+    from ..recorded import trained_entry
 
-    bundle = Bundle(bundle_dir)
-    entry = bundle.entries.get(cfg.name)
-    training = (entry.extra.get("training") or {}) if entry is not None else {}
-    if (entry is None or training.get("builder") != BUILDER or training.get("config") != asdict(cfg)
-            or training.get("data") != (str(data) if data else "shipped")):
-        return False
-    try:
-        bundle.verify(entry)
-    except ModelIntegrityError:
-        return False
-    return True
+    return trained_entry(bundle_dir, cfg.name, BUILDER, cfg, data) is not None
 
 
 def fold_of(topic: str, folds: int) -> int:

@@ -209,20 +209,9 @@ def train_qa(bundle_dir: Path, settings, cfg: QAConfig | None = None, data: Path
 
 
 def trained_with(bundle_dir: Path, cfg: QAConfig, data: Path | None) -> bool:
-    """Is a reader trained with ``cfg`` on the same data, by this recipe, installed with intact files?"""
-    from fscore_lite.errors import ModelIntegrityError
-    from fscore_lite.manifest import Bundle
+    """Is a reader trained with ``cfg`` on the same data, by this recipe, installed with intact files (and marked
+    not for ``auto``, as this build marks it)?"""
+    from ..recorded import trained_entry
 
-    bundle = Bundle(bundle_dir)
-    entry = bundle.entries.get(cfg.name)
-    training = (entry.extra.get("training") or {}) if entry is not None else {}
-    if entry is None or entry.extra.get("auto_select") is not False:
-        return False
-    if (training.get("builder") != BUILDER or training.get("config") != asdict(cfg)
-            or training.get("data") != (str(data) if data else "shipped")):
-        return False
-    try:
-        bundle.verify(entry)
-    except ModelIntegrityError:
-        return False
-    return True
+    entry = trained_entry(bundle_dir, cfg.name, BUILDER, cfg, data)
+    return entry is not None and entry.extra.get("auto_select") is False
