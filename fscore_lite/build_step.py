@@ -93,7 +93,18 @@ def train_llm_combiner(models_dir: Path, settings, **options) -> dict:
 
 
 def make_own_facts(settings, **options) -> dict:
-    """Generate and ship the default decomposer's facts of the training bios (``fscore_lite_models.verifier.own_facts``)."""
+    """Generate and ship a decomposer's facts of the training bios (``fscore_lite_models.verifier.own_facts``);
+    the tuned decomposer's, which was trained on these bios' human facts, cross-fitted
+    (``fscore_lite_models.decomposer.build``)."""
+    if options.get("decomposer") == "tuned":
+        subjects = options.pop("subjects", None)
+        from fscore_lite_models.verifier.sources import SUBJECTS
+
+        if subjects is not None and tuple(subjects) != SUBJECTS:
+            raise FscoreError("the tuned decomposer's own facts are cross-fitted over all three subjects: "
+                              "leave out --subjects")
+        options.pop("decomposer")
+        return decomposer_builder().cross_fitted_own_facts(settings, **options)
     from fscore_lite_models.verifier.own_facts import make_own_facts as make
 
     return make(settings, **options)

@@ -46,12 +46,6 @@ def make_own_facts(settings, out: Path | None = None, data: Path | None = None, 
     from fscore_lite.training.labeled import wiki_pages
     from fscore_lite.training.own_facts import fact_settings, generate_own_facts, write_own_facts
 
-    if decomposer == "tuned":  # trained on these bios' human facts: its facts of them are cross-fitted
-        from ..decomposer.build import cross_fitted_own_facts
-
-        if tuple(subjects) != SUBJECTS:
-            raise FscoreError("the tuned decomposer's own facts are cross-fitted over all three subjects: no --subjects")
-        return cross_fitted_own_facts(settings, data=data, out=out, limit=limit, log=log, progress=progress)
     unknown = [s for s in subjects if s not in SUBJECTS]
     if unknown:
         raise FscoreError(f"unknown subject(s) {', '.join(unknown)}; choose from {', '.join(SUBJECTS)}")
