@@ -101,19 +101,17 @@ def _own_facts(ex, settings, decomposer, fitted_for, limit, subjects, progress, 
     from ..cache import CallCache
     from ..factscore.decomposers import Models, fact_source, make_decomposer
     from ..factscore.score import fact_settings, same_facts
-    from ..manifest import Bundle
     from ..training.examples import held_out_bios
     from ..training.own_facts import generate_own_facts
 
     loaded: list = [llm] if llm is not None else []
+    models = Models.of(settings, cache=CallCache(settings.cache_path if settings.use_cache else None))
 
     def llm_fn():
         if not loaded:
-            cache = CallCache(settings.cache_path if settings.use_cache else None)
-            loaded.append(load_llm(settings, Bundle(settings.models_dir), cache))
+            loaded.append(load_llm(settings, models.bundle, models.cache))
         return loaded[0]
 
-    models = Models.of(settings, cache=CallCache(settings.cache_path if settings.use_cache else None))
     generator = make_decomposer(decomposer, llm_fn, models=models)
     source = fact_source(decomposer, llm_fn, models)
     run = fact_settings(*source, generator.describe())

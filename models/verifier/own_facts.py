@@ -41,7 +41,6 @@ def make_own_facts(settings, out: Path | None = None, data: Path | None = None, 
     from fscore_lite.cache import CallCache
     from fscore_lite.errors import FscoreError
     from fscore_lite.factscore.decomposers import Models, check_decomposer, fact_source, make_decomposer
-    from fscore_lite.manifest import Bundle
     from fscore_lite.training.examples import held_out_bios, load_examples
     from fscore_lite.training.labeled import wiki_pages
     from fscore_lite.training.own_facts import fact_settings, generate_own_facts, write_own_facts
@@ -56,14 +55,13 @@ def make_own_facts(settings, out: Path | None = None, data: Path | None = None, 
     bios = [ex.bios[i] for i in held_out_bios(ex, limit, tuple(subjects))]
     check_decomposer(decomposer)
     loaded: list = [llm] if llm is not None else []
+    models = Models.of(settings, cache=CallCache(settings.cache_path if settings.use_cache else None))
 
     def llm_fn():
         if not loaded:
-            cache = CallCache(settings.cache_path if settings.use_cache else None)
-            loaded.append(load_llm(settings, Bundle(settings.models_dir), cache))
+            loaded.append(load_llm(settings, models.bundle, models.cache))
         return loaded[0]
 
-    models = Models.of(settings, cache=CallCache(settings.cache_path if settings.use_cache else None))
     generator = make_decomposer(decomposer, llm_fn, models=models)  # as `score --decomposer` makes it
     name, sha = fact_source(decomposer, llm_fn, models)
     log(f"own facts of {len(bios)} bios, decomposer {decomposer}, with {name} ({sha[:12]}), {settings.threads} "
