@@ -401,6 +401,20 @@ def tiny_bert_embed(out_dir: str | Path, seed: int = 0) -> Path:
     return out
 
 
+def tiny_mpnet_embed(out_dir: str | Path, seed: int = 0) -> Path:
+    """MPNetModel (the architecture of all-mpnet-base-v2, much smaller): no token types, pad id 1."""
+    _offline()
+    import torch
+    from transformers import MPNetConfig, MPNetModel
+
+    tok = roberta_tokenizer()
+    cfg = MPNetConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                      intermediate_size=64, max_position_embeddings=514, hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0, pad_token_id=1, bos_token_id=0, eos_token_id=2)
+    torch.manual_seed(seed)
+    return _save(MPNetModel(cfg, add_pooling_layer=False).eval(), tok, Path(out_dir))
+
+
 def tiny_llama_causal(out_dir: str | Path, seed: int = 0, arch: str = "qwen2") -> Path:
     """A tiny causal LM for the GGUF path: ``arch`` "qwen2" (default) or "llama".
 

@@ -46,7 +46,7 @@ from . import fact_stage
 from .fact_stage import FactStageConfig, stage1_checkpoint
 from .own_facts import held_out_report, shipped_own_facts
 from .snli import SnliConfig
-from .sources import input_hashes, minilm_checkpoint, shipped_data, snli_files
+from .sources import ENCODERS, encoder_checkpoint, input_hashes, shipped_data, snli_files
 from .torch_train import save_checkpoint
 
 NLI_LICENSE = ("Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2); trained on SNLI (CC BY-SA 4.0, "
@@ -78,6 +78,23 @@ class VerifierConfig:
     # stage 2, off by default (K + 1 fine-tunes do not fit the default build's 10 minutes): the
     # cross-encoder continued on the training facts, cross-fitted over the `folds` (.fact_stage)
     fact_stage: FactStageConfig | None = None
+
+
+# --encoder NAME → (NLI entry name, verifier entry name); minilm is the default build
+ENTRY_NAMES = {"minilm": ("minilm-l6-snli-nli", "minilm-l6-factscore-verifier"),
+               "mpnet": ("mpnet-base-snli-nli", "mpnet-base-factscore-verifier")}
+assert set(ENTRY_NAMES) == set(ENCODERS)
+
+
+def config_for(encoder: str, **options) -> VerifierConfig:
+    """A build config whose entry names say which encoder it starts from."""
+    if encoder not in ENTRY_NAMES:
+        raise FscoreError(f"unknown encoder {encoder!r}; choose one of {', '.join(ENTRY_NAMES)}")
+    nli_name, name = ENTRY_NAMES[encoder]
+    if encoder != "minilm" and options.get("fact_stage") is not None:
+        raise FscoreError("--fact-stage is built for the MiniLM (BERT) encoder only; leave it out with --encoder "
+                          f"{encoder}")
+    return VerifierConfig(nli_name=nli_name, name=name, **options)
 
 
 def _graph_checks(model, bundle: Bundle, entry: ModelEntry, tok_path: Path, pairs, labels, threads: int) -> dict:
@@ -155,13 +172,14 @@ def _installed_nli(bundle: Bundle, name: str, stage1: dict):
 
 def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None = None, data: str | Path | None = None,
                    log=print, snli: dict[str, Path] | None = None, checkpoint: Path | None = None,
-                   own_facts: list[Path] | None = None) -> dict:
+                   own_facts: list[Path] | None = None, encoder: str = "minilm") -> dict:
     """Build both entries into ``bundle_dir``; return the training report (also in the manifest).
 
     ``snli`` ({"train", "test"} JSONL paths) and ``checkpoint`` (a BERT checkpoint folder)
     replace the registry inputs — for tests, which train a tiny model on a few pairs.
     ``own_facts``: the own-facts files (:mod:`.own_facts`) whose facts the combiner also learns from and
-    whose decomposers get a calibration; None: the shipped ones with the shipped data; []: none."""
+    whose decomposers get a calibration; None: the shipped ones with the shipped data; []: none.
+    ``encoder``: the checkpoint the cross-encoder starts from (``sources.ENCODERS``), unless ``checkpoint``."""
     from fscore_lite.factscore.page_features import FEATURES
     from fscore_lite.factscore.trained import CE_FEATURES, POSITION_FEATURES
     from fscore_lite.training.fit import FitSettings, fit_verifier
@@ -179,7 +197,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     home = Path(settings.home)
     _offline()
     snli = snli or snli_files(home, log)
-    ckpt = Path(checkpoint) if checkpoint else minilm_checkpoint(home, log)
+    ckpt = Path(checkpoint) if checkpoint else encoder_checkpoint(encoder, home, log)
     data_dir = Path(data) if data else shipped_data(home / "build" / "factscore-dev")
     pages, page_files = wiki_pages(data_dir)
     labeled = {f"factscore-labeled/{p.name}": p for p in sorted((data_dir / "factscore-labeled").glob("*.jsonl"))}
@@ -260,6 +278,7 @@ def train_verifier(bundle_dir: str | Path, settings, cfg: VerifierConfig | None 
     report = {
         "builder": BUILDER,
         "config": asdict(cfg) | {"bf16": bf16},
+        "encoder": ckpt.name,
         "data": str(data) if data else "shipped",
         "inputs_sha256": hashes,
         "training_topics": len(ex.topics),

