@@ -36,9 +36,11 @@ def worker(side: str, store: Path, data: Path, n_facts: int) -> dict:
     if side == "trained":
         from fscore_lite.factscore.trained import TrainedVerifier
 
+        from fscore_lite.factscore.calibration import GIVEN
+
         judge = TrainedVerifier.from_bundle(bundle, st, threads=1, cache=CallCache(None))
         name = judge.name
-        run = lambda: judge.verify(TOPIC, facts, evidence)  # noqa: E731
+        run = lambda: judge.verify(TOPIC, facts, evidence, judge.calibrations[GIVEN])  # noqa: E731
     elif side == "llm+trained":
         from fscore_lite.backends.llm import load_llm
         from fscore_lite.factscore.stacked import LlmTrainedVerifier
