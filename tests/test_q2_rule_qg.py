@@ -41,6 +41,36 @@ def test_the_question_comes_from_the_sentence_of_the_span(nlp):
     assert rule_question(doc, "Paris") == "The tower is where?"
 
 
+@pytest.mark.parametrize("text, answer, question", [
+    # a hedge before the fact: the question is the complement clause, its subject no longer "I"
+    ("i'm not sure, but i do know that it originated in michigan.", "michigan", "it originated where?"),
+    ("I don't know much about it, but the band was formed in 1960.", "1960", "the band was formed when?"),
+    # a conjoined clause with a subject of its own is left out of the span's clause
+    ("She was born in Warsaw in 1867 and she lived in Paris in 1891.", "Paris", "she lived where in 1891?"),
+    ("She was born in Warsaw in 1867 and she lived in Paris in 1891.", "Warsaw", "She was born where in 1867?"),
+])
+def test_the_question_comes_from_the_clause_of_the_span(nlp, text, answer, question):
+    assert rule_question(nlp(text), answer) == question
+
+
+def test_a_relative_or_wh_clause_is_passed_over_for_the_clause_above_it(nlp):
+    from fscore_lite.q2.rule_qg import clause_bounds
+
+    doc = nlp("The man who lives in Berlin wrote three novels.")
+    span = find_span(doc, "Berlin")
+    start, end = clause_bounds(span)
+    assert doc[start:end].text.startswith("The man who lives in Berlin wrote")
+    assert rule_question(doc, "three novels").startswith("The man who lives in Berlin wrote")
+    doc = nlp("I'm not sure when it aired.")
+    start, end = clause_bounds(find_span(doc, "it"))
+    assert doc[start:end].text == "I'm not sure when it aired"
+
+
+def test_a_sentence_without_a_clause_falls_back_to_the_sentence(nlp):
+    doc = nlp("The capital of France, Paris.")
+    assert rule_question(doc, "Paris") == "The capital of France, what?"
+
+
 def test_an_answer_that_is_not_a_span_of_the_text_gets_no_question(nlp):
     doc = nlp("She was born in Warsaw in 1867.")
     assert rule_question(doc, "Krakow") is None

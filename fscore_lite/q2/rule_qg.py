@@ -14,6 +14,13 @@ ORDINAL: which; else what), and for a noun chunk from its head (a personal prono
 token: who). A span at the start of its sentence makes a question that starts with the question
 word. Deterministic: a function of the span, the text and the spaCy model.
 
+The question is written from the span's own clause, not its whole sentence: the nearest clause above
+the span (a main, conjoined, complement or adverbial clause with a subject of its own; a relative clause
+or one opened by a wh-word is passed over) without the clauses conjoined to it and without a leading
+"that", conjunction or punctuation. "I'm not sure, but I do know that it originated in Michigan." with
+span "Michigan" gives "it originated where?", a question whose subject is no longer I or you (the
+personal-question filter drops those) and that is answered from the same words the reader sees.
+
 The extractive reader that ``models train qa`` trains learns from questions made by this same
 rule on Wikipedia text (``fscore_lite_models/qa``), as the paper's QG and QA both came from SQuAD.
 """
@@ -27,8 +34,15 @@ AMOUNT = frozenset({"MONEY", "QUANTITY", "PERCENT"})
 PLACE_PREPOSITIONS = frozenset({"in", "at", "on", "near", "from"})
 TIME_PREPOSITIONS = frozenset({"in", "on", "at", "during", "since"})
 PERSONAL_PRONOUNS = frozenset({"i", "you", "he", "she", "we", "they", "me", "him", "her", "us", "them"})
-RULE = ("wh-question in place: the span replaced by who/what/when/where/how many/how much/which "
-        "(by its entity label or head), a place or time preposition before it dropped")
+SUBJECTS = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass", "expl"})
+CLAUSE_DEPS = frozenset({"ROOT", "conj", "ccomp", "advcl", "parataxis"})
+SPLIT_DEPS = frozenset({"conj", "parataxis"})  # clauses beside the span's clause, left out of it
+WH_WORDS = frozenset({"who", "whom", "whose", "which", "what", "when", "where", "why", "how", "whether", "if"})
+LEADING = frozenset({"cc", "mark", "punct"})
+RULE = ("wh-question in place within the span's clause: the span replaced by who/what/when/where/how many/how "
+        "much/which (by its entity label or head), a place or time preposition before it dropped; the clause is "
+        "the nearest one above the span with its own subject and no wh-word or relative pronoun, its conjoined "
+        "clauses and a leading that/conjunction/punctuation left out")
 
 
 def find_span(doc, answer: str):
@@ -72,17 +86,55 @@ def question_word(span) -> tuple[str, bool]:
     return "what", False
 
 
+def _own_clause_head(tok) -> bool:
+    """Does ``tok`` head a clause a question can be written from (a verb with its own subject, not
+    opened by a wh-word or relative pronoun, not a relative clause)?"""
+    if tok.pos_ not in ("VERB", "AUX") or tok.dep_ not in CLAUSE_DEPS:
+        return False
+    kids = list(tok.children)
+    subjects = [k for k in kids if k.dep_ in SUBJECTS]
+    if not subjects or any(k.lower_ in WH_WORDS or k.tag_ in ("WDT", "WP", "WP$") for k in subjects):
+        return False
+    return not any(k.i < tok.i and (k.lower_ in WH_WORDS or k.tag_ in ("WRB", "WDT", "WP"))
+                   and k.dep_ in ("mark", "advmod") for k in kids)
+
+
+def clause_bounds(span) -> tuple[int, int]:
+    """[start, end) token bounds of the clause ``span`` is asked about (see the module's docstring);
+    the span's sentence when no clause above it qualifies."""
+    sent = span.sent
+    head = span.root
+    while not _own_clause_head(head) and head.head.i != head.i and sent.start <= head.head.i < sent.end:
+        head = head.head
+    if not _own_clause_head(head):
+        return sent.start, sent.end
+    inside = {t.i for t in head.subtree}
+    for kid in head.children:
+        if kid.dep_ in SPLIT_DEPS and _own_clause_head(kid) and not (kid.left_edge.i <= span.start < kid.right_edge.i + 1):
+            inside -= {t.i for t in kid.subtree}
+    start, end = span.start, span.end  # the contiguous run of kept tokens around the span
+    while start - 1 in inside:
+        start -= 1
+    while end in inside:
+        end += 1
+    while start < span.start and span.doc[start].dep_ in LEADING:
+        start += 1
+    while end > span.end and span.doc[end - 1].dep_ in ("cc", "punct"):
+        end -= 1
+    return max(start, sent.start), min(end, sent.end)
+
+
 def rule_question(doc, answer: str) -> str | None:
     """The question whose answer is ``answer`` in ``doc`` (a spaCy Doc of the context); None when
     the answer is not a span of the text."""
     span = find_span(doc, answer)
     if span is None:
         return None
-    sent = span.sent
+    first, last = clause_bounds(span)
     word, drop_prep = question_word(span)
     start = span.start - 1 if drop_prep else span.start
-    before = doc[sent.start:start].text_with_ws if start > sent.start else ""
-    after = doc[span.end:sent.end].text
+    before = doc[first:start].text_with_ws if start > first else ""
+    after = doc[span.end:last].text
     # the sentence's final punctuation becomes the question mark
     after = after.rstrip().rstrip(".!?;:").rstrip()
     if not before:
