@@ -34,9 +34,8 @@ def worker(side: str, store: Path, data: Path, n_facts: int) -> dict:
     evidence = [retriever.retrieve(TOPIC, f) for f in facts]
     t_load = time.monotonic()
     if side == "trained":
-        from fscore_lite.factscore.trained import TrainedVerifier
-
         from fscore_lite.factscore.calibration import GIVEN
+        from fscore_lite.factscore.trained import TrainedVerifier
 
         judge = TrainedVerifier.from_bundle(bundle, st, threads=1, cache=CallCache(None))
         name = judge.name

@@ -109,8 +109,8 @@ def clause_bounds(span) -> tuple[int, int]:
     if not _own_clause_head(head):
         return sent.start, sent.end
     inside = {t.i for t in head.subtree}
-    for kid in head.children:
-        if kid.dep_ in SPLIT_DEPS and _own_clause_head(kid) and not (kid.left_edge.i <= span.start < kid.right_edge.i + 1):
+    for kid in head.children:  # the span is in none of them: ``head`` is the nearest clause head above it
+        if kid.dep_ in SPLIT_DEPS and _own_clause_head(kid):
             inside -= {t.i for t in kid.subtree}
     start, end = span.start, span.end  # the contiguous run of kept tokens around the span
     while start - 1 in inside:
@@ -135,7 +135,7 @@ def rule_question(doc, answer: str) -> str | None:
     start = span.start - 1 if drop_prep else span.start
     before = doc[first:start].text_with_ws if start > first else ""
     after = doc[span.end:last].text
-    # the sentence's final punctuation becomes the question mark
+    # the clause's final punctuation becomes the question mark
     after = after.rstrip().rstrip(".!?;:").rstrip()
     if not before:
         word = word[0].upper() + word[1:]
