@@ -8,6 +8,7 @@ sample that ``meta-eval q2 --limit N`` draws (the N smallest row hashes of each 
 was developed on) and the rest (held out from that development). With two runs, run B minus run A
 is paired response by response: accuracy by :func:`fscore_lite.stats.paired_difference`, AUC by a
 paired bootstrap (1,000 resamples, seed 0). Only responses both runs scored are compared.
+Each run's wrong Q² verdicts are counted by cause (:func:`error_cause`).
 """
 from __future__ import annotations
 
@@ -61,9 +62,33 @@ def correct(run: dict, key, method: str) -> float:
     return float(is_inconsistent(record[method], THRESHOLD) != consistent)
 
 
+def error_cause(consistent: bool, record: dict) -> str:
+    """Why a response's Q² verdict is wrong, from its questions: the fallback ran; a consistent
+    response with a question the knowledge gave no answer to, or only differing answers; an
+    inconsistent one with a question whose answers match (token F1 1), or that NLI called entailed."""
+    if record["no_valid_question"]:
+        return "no valid question (end-to-end NLI fallback)"
+    questions = record["questions"]
+    if consistent:
+        if any(q["knowledge_no_answer"] for q in questions):
+            return "consistent: the knowledge gave no answer to a question"
+        return "consistent: the answers differ"
+    if any(not q["knowledge_no_answer"] and q["f1"] == 1.0 for q in questions):
+        return "inconsistent: the same answer on both sides"
+    if any(q.get("nli_label") == "entailment" for q in questions):
+        return "inconsistent: NLI calls differing answers entailed"
+    return "inconsistent: other"
+
+
 def summary(run: dict, keys: list) -> dict:
     labels = [run[k][0] for k in keys]
     out = {"n": len(keys), "no_valid_question": sum(bool(run[k][1]["no_valid_question"]) for k in keys) / len(keys)}
+    causes: dict = {}
+    for k in keys:
+        if not correct(run, k, "Q2"):
+            cause = error_cause(*run[k])
+            causes[cause] = causes.get(cause, 0) + 1
+    out["Q2_errors"] = dict(sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])))
     for m in METHODS:
         right = [correct(run, k, m) for k in keys]
         scores = [run[k][1][m] for k in keys]
@@ -130,6 +155,7 @@ def main(argv=None) -> None:
             cells = [f"{m} {_pct(s[m]['accuracy'])} ({_pct(s[m]['accuracy_ci95'][0])}-{_pct(s[m]['accuracy_ci95'][1])}) "
                      f"AUC {s[m]['auc']:.3f}" for m in METHODS]
             print(f"  {'AB'[i]}: " + " | ".join(cells) + f" | no valid question {_pct(s['no_valid_question'])}")
+            print("     Q2 errors: " + "; ".join(f"{n} {cause}" for cause, n in s["Q2_errors"].items()))
         for m, d in part.get("b_minus_a", {}).items():
             acc = d["accuracy"]
             print(f"  {m} B - A: accuracy {100 * acc['mean']:+.1f} ({100 * acc['ci'][0]:+.1f} to {100 * acc['ci'][1]:+.1f}), "

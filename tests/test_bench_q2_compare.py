@@ -14,7 +14,9 @@ def _write_run(root, score_of):
     for stem in FILES:
         rows = []
         for i in range(6):
-            rec = {"response": f"{stem} response {i}", "knowledge": f"knowledge {i}", "no_valid_question": i == 0}
+            rec = {"response": f"{stem} response {i}", "knowledge": f"knowledge {i}", "no_valid_question": i == 0,
+                   "questions": [{"knowledge_no_answer": i == 1, "f1": 1.0 if i == 3 else 0.0,
+                                  "nli_label": "entailment" if i == 5 else "neutral"}]}
             consistent = "inconsistent" not in stem
             for m in ("Q2", "Q2_no_nli", "e2e_nli", "overlap"):
                 rec[m] = score_of(consistent, i, m)
@@ -40,3 +42,8 @@ def test_the_dev_split_is_the_limit_sample_of_each_file_and_pairs_favour_the_bet
     diff = report["all"]["b_minus_a"]["Q2"]
     assert abs(diff["accuracy"]["mean"] - (20 / 24 - 0.5)) < 1e-9 and diff["auc"] > 0
     assert report["all"]["runs"][0]["no_valid_question"] == 4 / 24
+    # run A is wrong on responses 0, 2 and 4 of each file: 0 has no valid question; 2 and 4 by their questions
+    errors = report["all"]["runs"][0]["Q2_errors"]
+    assert sum(errors.values()) == 12 and errors["no valid question (end-to-end NLI fallback)"] == 4
+    assert errors["consistent: the answers differ"] == 4 and errors["inconsistent: other"] == 4
+    assert report["all"]["runs"][1]["Q2_errors"] == {"no valid question (end-to-end NLI fallback)": 4}
