@@ -13,21 +13,15 @@ Each run's wrong Q² verdicts are counted by cause (:func:`error_cause`).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 from pathlib import Path
 
-from fscore_lite.metaeval.q2_wow import THRESHOLD, is_inconsistent
+from fscore_lite.metaeval.q2_wow import THRESHOLD, is_inconsistent, row_hash
 from fscore_lite.stats import auc, auc_ci, bootstrap_ci
 from fscore_lite.stats.bootstrap import paired_difference
 
 METHODS = ("Q2", "Q2_no_nli", "e2e_nli", "overlap")
-
-
-def row_hash(record: dict) -> str:
-    """The row hash ``meta-eval q2 --limit`` samples by (response, newline, knowledge)."""
-    return hashlib.sha256((record["response"] + "\n" + record["knowledge"]).encode("utf-8")).hexdigest()
 
 
 def load_run(out_dir: Path) -> dict:
@@ -43,7 +37,7 @@ def load_run(out_dir: Path) -> dict:
         seen: dict = {}
         for text in path.read_text(encoding="utf-8").splitlines():
             record = json.loads(text)
-            h = row_hash(record)
+            h = row_hash(record["response"], record["knowledge"])
             seen[h] = seen.get(h, -1) + 1
             run[(stem, h, seen[h])] = (consistent, record)
     return run

@@ -37,16 +37,16 @@ PAPER_MEANS = {("dodeca", "consistent"): 0.696, ("dodeca", "inconsistent"): 0.23
 PAPER_ACCURACY = {"Q2": 77.3, "Q2_no_nli": 73.1, "e2e_nli": 65.3, "overlap": None}
 
 
+def row_hash(response: str, knowledge: str) -> str:
+    """What the fixed sample is drawn by: sha256 of the response, a newline and the knowledge."""
+    return hashlib.sha256((response + "\n" + knowledge).encode("utf-8")).hexdigest()
+
+
 def sample_records(records: list, limit: int | None) -> list:
     """The fixed sample: ``limit`` records with the smallest row hash, back in file order."""
     if limit is None or limit >= len(records):
         return list(records)
-
-    def row_hash(rec) -> str:
-        text = rec.data["response"] + "\n" + rec.data["knowledge"]
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-    chosen = sorted(records, key=lambda r: (row_hash(r), r.line))[: max(0, limit)]
+    chosen = sorted(records, key=lambda r: (row_hash(r.data["response"], r.data["knowledge"]), r.line))[: max(0, limit)]
     return sorted(chosen, key=lambda r: r.line)
 
 
