@@ -12,8 +12,9 @@ import random
 import numpy as np
 import pytest
 
-from fscore_lite.factscore.calibration import (Calibration, Response, fit_scaling, posteriors, response_share,
-                                               run_share, score_interval)
+from fscore_lite.factscore.calibration import (RESPONSE_PRIOR_FACTS, Calibration, Response, fact_posteriors,
+                                               fit_scaling, posteriors, response_prior, response_share, run_share,
+                                               score_interval)
 from fscore_lite.factscore.score import aggregate, apply_run_share, length_penalty
 
 PRIOR = 0.7
@@ -68,11 +69,32 @@ def test_the_run_share_follows_the_lm_where_the_mean_probability_is_pulled_to_th
     assert est == pytest.approx(truth, abs=0.03)
     mean_p = np.mean([np.mean(r.probs) for r in run])
     assert abs(mean_p - truth) > 0.08 and (mean_p - truth) * (PRIOR - truth) > 0  # pulled toward 0.7
-    # each response's share under the run share; their mean is the run's score (the pseudo-response's pull aside)
+    # each response's score under its own share in the run; their mean, the run's score, follows the LM too
     shares = [response_share(r, est) for r in run]
-    assert np.mean(shares) == pytest.approx(est, abs=0.002)
+    assert np.mean(shares) == pytest.approx(truth, abs=0.03)
     each = np.asarray(_run.truths)
     assert np.mean(np.abs(shares - each)) < np.mean(np.abs([np.mean(r.probs) for r in run] - each))
+    # closer to each response's truth than its facts' mean posterior under the run share alone
+    at_run = [float(np.mean(posteriors(r.probs, r.prior, est))) for r in run]
+    assert np.mean(np.abs(shares - each)) < np.mean(np.abs(at_run - each)) - 0.005
+
+
+def test_a_responses_share_sits_between_the_run_share_and_its_own_likelihood(calibration):
+    rng = np.random.default_rng(9)
+    few = Response(tuple(calibration.probability(_logits(rng, np.ones(4, dtype=bool)))), calibration.prior)
+    many = Response(tuple(calibration.probability(_logits(rng, np.ones(60, dtype=bool)))), calibration.prior)
+    for r in (few, many):
+        own = response_prior(r, 0.3, strength=0)  # the response's own maximum likelihood
+        got = response_prior(r, 0.3)
+        assert 0.3 < got < own
+        assert response_prior(r, 0.3, strength=1e9) == pytest.approx(0.3, abs=1e-6)
+        assert fact_posteriors(r, 0.3) == pytest.approx(posteriors(r.probs, r.prior, got))
+        assert response_share(r, 0.3) == pytest.approx(float(np.mean(fact_posteriors(r, 0.3))))
+    # a response with more facts moves further from the run share toward what its facts say
+    assert response_prior(many, 0.3) - 0.3 > response_prior(few, 0.3) - 0.3
+    assert RESPONSE_PRIOR_FACTS > 0
+    with pytest.raises(ValueError, match="at least one fact"):
+        response_prior(Response((), calibration.prior), 0.3)
 
 
 def test_the_run_share_does_not_depend_on_the_order_of_responses(calibration):
@@ -116,7 +138,7 @@ def test_apply_run_share_gives_one_factscore_whose_responses_average_to_it(calib
     share = apply_run_share(items, {"given": calibration.prior}, gamma=10)
     assert share == run_share(run)
     for it, r in zip(items, run):
-        post = posteriors(r.probs, r.prior, share)
+        post = fact_posteriors(r, share)  # under the response's own share in the run
         assert [d["probability"] for d in it["decisions"]] == [round(float(q), 6) for q in post]
         assert [d["is_supported"] for d in it["decisions"]] == [bool(q > 0.5) for q in post]
         assert it["init_score"] == pytest.approx(post.mean(), abs=1e-6)

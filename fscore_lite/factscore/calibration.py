@@ -13,9 +13,14 @@ run's share by maximum likelihood (the EM fixed point of Saerens, Latinne & Deca
 each response weighing as much as any other, as FActScore averages over responses, with
 :data:`PRIOR_RESPONSES` pseudo-response at the calibrations' own share (a Beta prior: a run of one
 or a few responses is pulled toward the training share instead of to 0 or 1, a run of many is
-not). At that ``π`` the mean over responses of their facts' posterior probabilities
-(:func:`posteriors`) is ``π`` itself, up to the pseudo-response's pull; a response's share is the
-mean posterior of its facts, and the run's score the mean of the responses' scores.
+not).
+
+Responses of one LM differ in how much of them is supported, and a response's facts say something
+about its own share: :func:`response_prior` estimates each response's share the same way, from its
+own facts, under a Beta prior worth :data:`RESPONSE_PRIOR_FACTS` facts at the run's share (a response
+with few or ambiguous facts stays near the run's share, one with many clear facts moves to its own).
+Each fact's probability is then its posterior under its response's share (:func:`fact_posteriors`), a
+response's score the mean of those, and the run's score the mean of the responses' scores.
 
 Plain numpy, deterministic (bisection, no random start), used by ``score`` and meta-eval alike.
 """
@@ -30,6 +35,7 @@ from .kinds import GIVEN  # noqa: F401  (the calibration of facts given in the i
 EPS = 1e-6  # probabilities are kept inside [EPS, 1 − EPS]: a fact is never certain either way
 BISECTION_STEPS = 60  # the share's interval halves each step: 2^-60 is far below a rounding step
 PRIOR_RESPONSES = 1.0  # the run share's Beta prior: this many responses at the calibrations' share
+RESPONSE_PRIOR_FACTS = 20.0  # a response's share: Beta prior worth this many facts at the run's share
 
 
 @dataclass(frozen=True)
@@ -144,28 +150,76 @@ def run_share(responses: list[Response], prior_responses: float = PRIOR_RESPONSE
     return (lo + hi) / 2
 
 
-def response_share(response: Response, share: float) -> float:
-    """A response's estimated share of supported facts: the mean posterior of its facts under ``share``."""
-    return float(np.mean(posteriors(response.probs, response.prior, share)))
+def _response_gradient(ratios: np.ndarray, pi, share, strength: float):
+    """d/dπ of one response's log likelihood Σ_j log(π·l_j + 1 − π) plus a Beta prior worth ``strength``
+    facts at ``share``; ``pi`` and ``share`` broadcast (a column of facts against a row of values)."""
+    r = ratios[:, None]
+    return np.sum((r - 1) / (pi * r + 1 - pi), axis=0) + strength * (share / pi - (1 - share) / (1 - pi))
+
+
+def _response_priors(ratios: np.ndarray, shares: np.ndarray, strength: float) -> np.ndarray:
+    """:func:`response_prior` of one response at each run share of ``shares`` (bisection, all at once)."""
+    lo = np.full(len(shares), EPS)
+    hi = np.full(len(shares), 1 - EPS)
+    if strength <= 0:  # the response's own maximum likelihood, which may sit at a bound
+        at_lo = _response_gradient(ratios, lo, shares, 0.0) <= 0
+        at_hi = _response_gradient(ratios, hi, shares, 0.0) >= 0
+    for _ in range(BISECTION_STEPS):
+        mid = (lo + hi) / 2
+        rising = _response_gradient(ratios, mid, shares, strength) > 0
+        lo = np.where(rising, mid, lo)
+        hi = np.where(rising, hi, mid)
+    out = (lo + hi) / 2
+    if strength <= 0:
+        out = np.where(at_lo, EPS, np.where(at_hi, 1 - EPS, out))
+    return out
+
+
+def response_prior(response: Response, share: float, strength: float = RESPONSE_PRIOR_FACTS) -> float:
+    """A response's own share of supported facts in a run whose share is ``share``: the maximiser of its
+    facts' likelihood (as :func:`run_share` has it) plus a Beta prior worth ``strength`` facts at
+    ``share``. Between ``share`` (strength → ∞) and the response's own maximum likelihood (strength 0)."""
+    if not len(response.probs):
+        raise ValueError("a response's share needs at least one fact")
+    return float(_response_priors(response.ratios(), np.asarray([share], dtype=np.float64), strength)[0])
+
+
+def fact_posteriors(response: Response, share: float, strength: float = RESPONSE_PRIOR_FACTS) -> np.ndarray:
+    """A response's facts' probabilities of being supported, under its own share (:func:`response_prior`)
+    in a run of share ``share``."""
+    return posteriors(response.probs, response.prior, response_prior(response, share, strength))
+
+
+def response_share(response: Response, share: float, strength: float = RESPONSE_PRIOR_FACTS) -> float:
+    """A response's score (its estimated share of supported facts): the mean of :func:`fact_posteriors`."""
+    return float(np.mean(fact_posteriors(response, share, strength)))
 
 
 GRID = 1001  # the share values on which the bootstrap's resampled runs are solved (step 0.001)
 CHUNK = 512  # responses tabulated at a time: memory stays near resamples × GRID whatever the run's size
 
 
-def _tables(ratios: list[np.ndarray], grid: np.ndarray):
-    """Per response, at every grid share: the log-likelihood gradient and the mean posterior."""
+def _gradients(ratios: list[np.ndarray], grid: np.ndarray):
+    """Per response, at every grid share: the gradient of its mean log likelihood."""
     for r in ratios:
-        denom = grid[None, :] * r[:, None] + 1 - grid[None, :]
-        yield np.mean((r[:, None] - 1) / denom, axis=0), np.mean(grid[None, :] * r[:, None] / denom, axis=0)
+        yield np.mean((r[:, None] - 1) / (grid[None, :] * r[:, None] + 1 - grid[None, :]), axis=0)
+
+
+def _scores(ratios: list[np.ndarray], shares: np.ndarray, strength: float):
+    """Per response, at each run share of ``shares``: its score (the mean posterior of its facts under its
+    own share, :func:`response_prior`)."""
+    for r in ratios:
+        pi = _response_priors(r, shares, strength)
+        yield np.mean(pi[None, :] * r[:, None] / (pi[None, :] * r[:, None] + 1 - pi[None, :]), axis=0)
 
 
 def score_interval(responses: list[Response], penalties=None, resamples: int = 1000, seed: int = 0,
-                   level: float = 0.95, prior_responses: float = PRIOR_RESPONSES) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of the run's score — the mean over responses of their share
+                   level: float = 0.95, prior_responses: float = PRIOR_RESPONSES,
+                   strength: float = RESPONSE_PRIOR_FACTS) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the run's score — the mean over responses of their score
     (:func:`response_share` under the resample's own :func:`run_share`) times their ``penalties``
-    (default 1) — over responses resampled with replacement (fixed seed). Each resample is solved on
-    a fixed grid of shares, exact to the grid's step. None with fewer than two responses."""
+    (default 1) — over responses resampled with replacement (fixed seed). Each resample's run share is
+    solved on a fixed grid of shares, exact to the grid's step. None with fewer than two responses."""
     kept = [i for i, r in enumerate(responses) if len(r.probs)]
     if len(kept) < 2:
         return None
@@ -179,14 +233,15 @@ def score_interval(responses: list[Response], penalties=None, resamples: int = 1
     # each resample's pseudo-responses sit at its own responses' mean prior
     gradient = _prior_gradient(((counts @ prior) / n)[:, None], grid[None, :], prior_responses)
     for start in range(0, n, CHUNK):
-        grad = np.stack([g for g, _ in _tables(ratios[start:start + CHUNK], grid)])
+        grad = np.stack(list(_gradients(ratios[start:start + CHUNK], grid)))
         gradient += counts[:, start:start + CHUNK] @ grad
     first = np.argmax(gradient <= 0, axis=1)  # the first share where the likelihood stops rising
     first[np.all(gradient > 0, axis=1)] = GRID - 1
+    solved, column = np.unique(first, return_inverse=True)  # the run shares the resamples reached
     score = np.zeros(resamples)
-    for start in range(0, n, CHUNK):  # tabulated again rather than kept: memory stays small
-        post = np.stack([q for _, q in _tables(ratios[start:start + CHUNK], grid)])
-        block = post[:, first] * pen[start:start + CHUNK, None]  # responses × resamples
+    for start in range(0, n, CHUNK):
+        post = np.stack(list(_scores(ratios[start:start + CHUNK], grid[solved], strength)))
+        block = post[:, column] * pen[start:start + CHUNK, None]  # responses × resamples
         score += np.sum(block.T * counts[:, start:start + CHUNK], axis=1)
     score /= n
     tail = (1 - level) / 2

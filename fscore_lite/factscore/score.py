@@ -39,17 +39,18 @@ def run_responses(items: list[dict], priors: dict[str, float]):
 def apply_run_share(items: list[dict], priors: dict[str, float], gamma: float = GAMMA) -> float | None:
     """Estimate the run's share of supported facts from every item whose facts carry a calibration
     (``priors``: calibration name → its prior) and rewrite those items in place: each fact's
-    ``probability`` under the run share and its decision (> 0.5), the response's ``init_score`` (the mean
-    probability of its facts) and ``score`` (with the length penalty). Returns the run share (None: no
-    such item). A function of all the run's items, in any order, and of nothing else."""
-    from .calibration import posteriors, run_share
+    ``probability`` under its response's share in the run (:func:`~.calibration.fact_posteriors`) and its
+    decision (> 0.5), the response's ``init_score`` (the mean probability of its facts) and ``score``
+    (with the length penalty). Returns the run share (None: no such item). A function of all the run's
+    items, in any order, and of nothing else."""
+    from .calibration import fact_posteriors, run_share
 
     pairs = run_responses(items, priors)
     if not pairs:
         return None
     share = run_share([r for _, r in pairs])
     for it, resp in pairs:
-        post = posteriors(resp.probs, resp.prior, share)
+        post = fact_posteriors(resp, share)
         for d, q in zip(it["decisions"], post):
             d["probability"] = round(float(q), 6)
             d["is_supported"] = bool(q > 0.5)

@@ -11,13 +11,13 @@ on the other bios only. Two ways to hold out:
 A subject's bios are then one run, as ``score`` would make it: its facts' calibrated
 probabilities (each from the split that held it out) go through the run share
 (:func:`~fscore_lite.factscore.calibration.run_share`), each bio's score is the mean posterior of
-its facts, and the estimate is their mean — ``score`` with no length penalty.
+its facts under its own share in that run, and the estimate is their mean — ``score`` with no length penalty.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..factscore.calibration import Response, response_share, run_share, score_interval
+from ..factscore.calibration import Response, fact_posteriors, response_share, run_share, score_interval
 from ..stats import f1_not_supported, signed_error_ci
 from .examples import Examples, topic_folds
 from .fit import FitSettings, calibration_name, fit_verifier, labelled
@@ -113,7 +113,7 @@ def subject_rows(ex: Examples, responses: dict[int, Response]) -> list[dict]:
 def fact_f1(ex: Examples, s: FitSettings, hold_out: str = "lm", folds: int = 5) -> list[dict]:
     """Per subject, F1 of predicting NS on the human facts, each decided held out (given-facts
     calibration, its posterior under the subject's run share of those facts above 0.5)."""
-    from ..factscore.calibration import GIVEN, posteriors
+    from ..factscore.calibration import GIVEN
 
     probs: dict[int, float] = {}
     prior: dict[int, float] = {}
@@ -135,8 +135,7 @@ def fact_f1(ex: Examples, s: FitSettings, hold_out: str = "lm", folds: int = 5) 
             by_bio.setdefault(ex.human[j].bio, []).append(j)
         run = [Response(tuple(probs[j] for j in js), prior[js[0]]) for js in by_bio.values()]
         share = run_share(run)
-        preds = [bool(q > 0.5) for js in by_bio.values()
-                 for q in posteriors([probs[j] for j in js], prior[js[0]], share)]
+        preds = [bool(q > 0.5) for r in run for q in fact_posteriors(r, share)]
         labels = [bool(ex.human[j].label) for js in by_bio.values() for j in js]
         rows.append({"subject": subject, "n_facts": len(labels), "f1_ns": f1_not_supported(preds, labels)})
     return rows
