@@ -1,0 +1,147 @@
+"""``python -m bench.response_prior``: how strongly a response's share is held to its run's share.
+
+A response's score is the mean posterior of its facts under its own share, estimated from its facts
+under a Beta prior worth ``strength`` facts at the run's share
+(:func:`fscore_lite.factscore.calibration.response_prior`; the runtime's constant is
+``RESPONSE_PRIOR_FACTS``). This chooses ``strength`` by per-bio mean absolute error against people,
+nested inside leave-one-LM-out so that no choice sees the LM it is judged on:
+
+* outer: each LM's bios scored as one run by verifier fits that saw neither that LM nor the bio's topic
+  fold (what ``meta-eval factscore-er --cv K --hold-out lm`` scores);
+* inner, for held-out LM L: each other LM A's bios scored by fits on the third LM alone (topic folds
+  kept), and ``strength`` chosen on those runs; L's outer run is then judged at that choice.
+
+Reads the shipped own-facts files through the installed verifier's build settings (as meta-eval does)::
+
+    python -m bench.response_prior --data ../shared/data [--facts default] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+GRID = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 40.0, 80.0, float("inf"))
+
+
+def bio_scores(run: dict, strength: float) -> dict:
+    """Bio → its score when ``run`` (bio → Response) is one run, responses held to the run share by ``strength``
+    (``inf``: every response at the run share)."""
+    from fscore_lite.factscore.calibration import posteriors, response_share, run_share
+
+    ids = sorted(run)
+    share = run_share([run[i] for i in ids])
+    if strength == float("inf"):
+        return {i: float(np.mean(posteriors(run[i].probs, run[i].prior, share))) for i in ids}
+    return {i: response_share(run[i], share, strength) for i in ids}
+
+
+def judge(run: dict, human: dict, strength: float) -> dict:
+    """Per-bio MAE and the run's error (×100) of ``run`` at ``strength``; ``slope``: the least-squares slope
+    of the bios' human scores on their scores (1: as spread as people's), ``corr`` their correlation."""
+    got = bio_scores(run, strength)
+    ids = sorted(got)
+    x = np.asarray([got[i] for i in ids])
+    y = np.asarray([human[i] for i in ids])
+    est, truth = float(x.mean()), float(y.mean())
+    slope = float(np.polyfit(x, y, 1)[0]) if len(ids) > 1 and np.ptp(x) > 0 else float("nan")
+    corr = float(np.corrcoef(x, y)[0, 1]) if len(ids) > 1 and np.ptp(x) > 0 and np.ptp(y) > 0 else float("nan")
+    return {"strength": strength, "per_bio_mae": 100 * float(np.mean(np.abs(x - y))),
+            "estimate": 100 * est, "human": 100 * truth, "er": 100 * abs(est - truth), "slope": slope, "corr": corr}
+
+
+def choose(runs: list[dict], human: dict, grid=GRID) -> float:
+    """The strength of ``grid`` with the least per-bio MAE averaged over ``runs`` (the first on a tie)."""
+    return min(grid, key=lambda k: float(np.mean([judge(r, human, k)["per_bio_mae"] for r in runs])))
+
+
+def _scored(ex, train: set, held: set, kind: str, fit, fitted_for) -> dict:
+    from fscore_lite.factscore.calibration import Response
+    from fscore_lite.training.fit import calibration_name, fit_verifier
+
+    fitted = fit_verifier(ex, train, fit, fitted_for)
+    cal = fitted.calibrations[calibration_name(kind)]
+    by_bio: dict[int, list[int]] = {}
+    for j, f in enumerate(ex.facts_of(kind)):
+        if f.bio in held:
+            by_bio.setdefault(f.bio, []).append(j)
+    rows = ex.features[kind]
+    out = {}
+    for b, idx in by_bio.items():
+        x = np.asarray([[rows[j][n] for n in fit.features] for j in idx], dtype=np.float64)
+        out[b] = Response(tuple(map(float, cal.probability(fitted.combiner.logit(x)))), cal.prior)
+    return out
+
+
+def nested(ex, kind: str, fit, fitted_for, folds: int = 5) -> dict:
+    """Held-out LM → other LM → its bios scored by fits on the remaining LM(s) only, topic folds held out."""
+    from fscore_lite.training.examples import topic_folds
+
+    fold_of = topic_folds(ex.topics, folds)
+    subjects = list(dict.fromkeys(b.subject for b in ex.bios))
+    out: dict = {}
+    for held_lm in subjects:
+        out[held_lm] = {}
+        for other in subjects:
+            if other == held_lm:
+                continue
+            run: dict = {}
+            for fold in range(folds):
+                held = {i for i, b in enumerate(ex.bios) if fold_of[b.topic] == fold and b.subject == other}
+                train = {i for i, b in enumerate(ex.bios)
+                         if fold_of[b.topic] != fold and b.subject not in (held_lm, other)}
+                if held and train:
+                    run.update(_scored(ex, train, held, kind, fit, fitted_for))
+            out[held_lm][other] = run
+    return out
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.response_prior", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=Path, default=Path("../shared/data"))
+    p.add_argument("--facts", default="default", help="the decomposer whose shipped own facts are scored, or 'paper'")
+    p.add_argument("--cv", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", type=Path, default=None, help="write the table here too")
+    a = p.parse_args(argv)
+
+    from fscore_lite.build_step import shipped_own_facts
+    from fscore_lite.manifest import Bundle
+    from fscore_lite.settings import Settings
+    from fscore_lite.training.examples import OWN
+    from fscore_lite.training.heldout import held_out_responses
+    from fscore_lite.training.prepare import installed_verifier, prepare
+
+    settings = Settings().with_(threads=a.threads)
+    bundle = Bundle(settings.models_dir)
+    prep = prepare(a.data, settings, bundle, installed_verifier(bundle), shipped_own_facts(None))
+    ex = prep.ex
+    kind = "model" if a.facts == "paper" else OWN + a.facts
+    human = {i: ex.human_share[i] for i in range(len(ex.bios))}
+    outer = held_out_responses(ex, [kind], prep.fit, "lm", a.cv, prep.fitted_for)[kind]
+    inner = nested(ex, kind, prep.fit, prep.fitted_for, a.cv)
+    rows = []
+    for lm, others in inner.items():
+        run = {i: r for i, r in outer.items() if ex.bios[i].subject == lm}
+        chosen = choose(list(others.values()), human)
+        rows.append({"subject": lm, "chosen": chosen, "at_chosen": judge(run, human, chosen),
+                     "grid": [judge(run, human, k) for k in GRID]})
+    print(f"facts {kind}; strength chosen for each held-out LM on the other LMs' runs (fits that saw neither):")
+    for r in rows:
+        c = r["at_chosen"]
+        print(f"  {r['subject']:<13} strength {r['chosen']:g}: per-bio MAE {c['per_bio_mae']:.1f}, "
+              f"estimate {c['estimate']:.1f} (human {c['human']:.1f}, ER {c['er']:.1f})")
+    print("per-bio MAE / ER / slope / correlation of each held-out LM at every strength (inf: each response at the "
+          "run share); " + ", ".join(r["subject"] for r in rows) + ":")
+    for i, k in enumerate(GRID):
+        print(f"  {k:>5g}  " + "   ".join(f"{g['per_bio_mae']:5.1f} / {g['er']:4.1f} / {g['slope']:.2f} / {g['corr']:.2f}"
+                                        for g in (r["grid"][i] for r in rows)))
+    if a.json:
+        a.json.write_text(json.dumps({"facts": kind, "rows": rows}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
