@@ -57,27 +57,11 @@ def choose(runs: list[dict], human: dict, grid=GRID) -> float:
     return min(grid, key=lambda k: float(np.mean([judge(r, human, k)["per_bio_mae"] for r in runs])))
 
 
-def _scored(ex, train: set, held: set, kind: str, fit, fitted_for) -> dict:
-    from fscore_lite.factscore.calibration import Response
-    from fscore_lite.training.fit import calibration_name, fit_verifier
-
-    fitted = fit_verifier(ex, train, fit, fitted_for)
-    cal = fitted.calibrations[calibration_name(kind)]
-    by_bio: dict[int, list[int]] = {}
-    for j, f in enumerate(ex.facts_of(kind)):
-        if f.bio in held:
-            by_bio.setdefault(f.bio, []).append(j)
-    rows = ex.features[kind]
-    out = {}
-    for b, idx in by_bio.items():
-        x = np.asarray([[rows[j][n] for n in fit.features] for j in idx], dtype=np.float64)
-        out[b] = Response(tuple(map(float, cal.probability(fitted.combiner.logit(x)))), cal.prior)
-    return out
-
-
 def nested(ex, kind: str, fit, fitted_for, folds: int = 5) -> dict:
     """Held-out LM → other LM → its bios scored by fits on the remaining LM(s) only, topic folds held out."""
     from fscore_lite.training.examples import topic_folds
+    from fscore_lite.training.fit import fit_verifier
+    from fscore_lite.training.heldout import scored_bios
 
     fold_of = topic_folds(ex.topics, folds)
     subjects = list(dict.fromkeys(b.subject for b in ex.bios))
@@ -93,7 +77,7 @@ def nested(ex, kind: str, fit, fitted_for, folds: int = 5) -> dict:
                 train = {i for i, b in enumerate(ex.bios)
                          if fold_of[b.topic] != fold and b.subject not in (held_lm, other)}
                 if held and train:
-                    run.update(_scored(ex, train, held, kind, fit, fitted_for))
+                    run.update(scored_bios(ex, fit_verifier(ex, train, fit, fitted_for), kind, held, fit))
             out[held_lm][other] = run
     return out
 

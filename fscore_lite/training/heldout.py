@@ -47,18 +47,25 @@ def held_out_responses(ex: Examples, kinds: list[str], s: FitSettings, hold_out:
     for train, held in splits(ex, hold_out, folds):
         fitted = fit_verifier(ex, train, s, fitted_for)
         for kind in kinds:
-            cal = fitted.calibrations.get(calibration_name(kind))
-            if cal is None:
-                continue
-            facts = ex.facts_of(kind)
-            rows = ex.features[kind]
-            by_bio: dict[int, list[int]] = {}
-            for j, f in enumerate(facts):
-                if f.bio in held:
-                    by_bio.setdefault(f.bio, []).append(j)
-            for b, idx in by_bio.items():
-                x = np.asarray([[rows[j][n] for n in s.features] for j in idx], dtype=np.float64)
-                out[kind][b] = Response(tuple(map(float, cal.probability(fitted.combiner.logit(x)))), cal.prior)
+            out[kind].update(scored_bios(ex, fitted, kind, held, s))
+    return out
+
+
+def scored_bios(ex: Examples, fitted, kind: str, held: set[int], s: FitSettings) -> dict[int, Response]:
+    """Bio → its facts of ``kind`` as the fitted verifier ``fitted`` scores them, for the bios of ``held``
+    (none when ``fitted`` has no calibration for ``kind``)."""
+    cal = fitted.calibrations.get(calibration_name(kind))
+    if cal is None:
+        return {}
+    rows = ex.features[kind]
+    by_bio: dict[int, list[int]] = {}
+    for j, f in enumerate(ex.facts_of(kind)):
+        if f.bio in held:
+            by_bio.setdefault(f.bio, []).append(j)
+    out = {}
+    for b, idx in by_bio.items():
+        x = np.asarray([[rows[j][n] for n in s.features] for j in idx], dtype=np.float64)
+        out[b] = Response(tuple(map(float, cal.probability(fitted.combiner.logit(x)))), cal.prior)
     return out
 
 
