@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from .calibration import RESPONSE_PRIOR_FACTS
 from .kinds import GIVEN
 from .score import fact_settings, same_facts
 
@@ -26,13 +25,19 @@ if TYPE_CHECKING:
     from .calibration import Calibration
 
 REFERENCE_SHARE = "decisions: the share of facts decided supported (reference)"
-RUN_SHARE = ("estimated (deviation, --share decisions for the reference's count): each fact's probability calibrated "
-             "on facts of its kind made for the training bios, then moved to the run's share of supported facts, "
-             "estimated by maximum likelihood over the run's responses (EM under label shift, each response weighing "
-             "alike); each response's own share estimated the same way from its facts under a Beta prior worth "
-             f"{RESPONSE_PRIOR_FACTS:g} facts at the run's share, each fact's probability its posterior under that "
-             "share; a response's score is the mean of its facts' probabilities, the run's score the mean of the "
-             "responses' scores, and a fact is supported iff its probability > 0.5")
+
+
+def run_share_rule() -> str:
+    """``settings.share`` of an estimated run: the rule, with the strength of each response's prior."""
+    from .calibration import RESPONSE_PRIOR_FACTS  # numpy: loaded only by commands that score
+
+    return ("estimated (deviation, --share decisions for the reference's count): each fact's probability calibrated "
+            "on facts of its kind made for the training bios, then moved to the run's share of supported facts, "
+            "estimated by maximum likelihood over the run's responses (EM under label shift, each response weighing "
+            "alike); each response's own share estimated the same way from its facts under a Beta prior worth "
+            f"{RESPONSE_PRIOR_FACTS:g} facts at the run's share, each fact's probability its posterior under that "
+            "share; a response's score is the mean of its facts' probabilities, the run's score the mean of the "
+            "responses' scores, and a fact is supported iff its probability > 0.5")
 
 
 @dataclass(frozen=True)
@@ -204,7 +209,7 @@ class Trained:
                 **({"warning": note} if note else {})}
 
     def share_rule(self) -> str:
-        return RUN_SHARE if self.ctx.options.share == "estimate" else REFERENCE_SHARE
+        return run_share_rule() if self.ctx.options.share == "estimate" else REFERENCE_SHARE
 
     def decision_rule(self) -> str:
         t = self.trained
