@@ -242,3 +242,30 @@ def test_held_out_er_of_the_stack_beside_the_trained_verifier(stack_build, tiny_
         other = ScriptedLLM()
         other.sha256 = hashlib.sha256(b"another model").hexdigest()
         run_stack_er_cv(tiny_inputs["data"], s, 2, llm=other, progress=False)
+
+
+def test_stack_meta_eval_decides_each_fact_under_its_bios_own_share():
+    """F1(NS) of the stack's table is that of the decisions ``score`` makes: each fact's posterior under its
+    bio's own share, not under the run's share."""
+    import numpy as np
+
+    from fscore_lite.factscore.calibration import Response, fact_posteriors, posteriors, run_share
+    from fscore_lite.stats import f1_not_supported
+    from fscore_lite.training.stack import _measure
+
+    # bio 0: 60 facts near 0.45 (its own share is low), bio 1: 60 facts near 0.9 (high)
+    prob = np.concatenate([np.linspace(0.40, 0.56, 60), np.linspace(0.55, 0.98, 60)])
+    prior = np.full(120, 0.6)
+    y = np.concatenate([np.arange(60) % 4 == 0, np.arange(60) % 5 != 0]).astype(float)
+    bios = [0] * 60 + [1] * 60
+    got = _measure(prob, prior, y, bios, np.ones(120, dtype=bool))
+    run = [Response(tuple(prob[:60]), 0.6), Response(tuple(prob[60:]), 0.6)]
+    share = run_share(run)
+    own = np.concatenate([fact_posteriors(r, share) for r in run])
+    at_run = posteriors(prob, 0.6, share)
+    labels = [bool(v) for v in y]
+    f1_own = f1_not_supported([bool(p > 0.5) for p in own], labels)
+    f1_run = f1_not_supported([bool(p > 0.5) for p in at_run], labels)
+    assert f1_own != f1_run  # the two rules decide differently here
+    assert got["f1_ns"] == f1_own
+    assert got["estimated"] == 100 * share

@@ -8,8 +8,10 @@ here, so in every fold both stages are fitted on the other folds' topics only.
 
 The stack is a logistic regression on those gold labels: its probabilities are calibrated on
 human facts as they stand, under their labelled share (:func:`stack_calibration`). Each subject's
-held-out facts, grouped by bio, go through the run share
-(:func:`~fscore_lite.factscore.calibration.run_share`); the trained verifier alone (its given-facts
+held-out facts, grouped by bio, are one run: its share (:func:`~fscore_lite.factscore.calibration.run_share`)
+is compared with the labelled share of the same facts, and each fact is decided, as ``score`` decides
+it, by its posterior under its bio's own share
+(:func:`~fscore_lite.factscore.calibration.fact_posteriors`). The trained verifier alone (its given-facts
 calibration) is measured the same way on the same facts, so the two columns compare like with like.
 """
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..factscore.calibration import Calibration, Response, posteriors, run_share
+from ..factscore.calibration import Calibration, Response, fact_posteriors, run_share
 from ..factscore.combiner import Combiner, fit_logistic
 from ..factscore.stacked import STACK_FEATURES
 from ..stats import auc, f1_not_supported
@@ -100,14 +102,15 @@ def cross_validate_stack(rows: StackRows, folds: dict[str, int], l2: float = 1.0
 
 
 def _measure(prob, prior, y, bios, m) -> dict:
-    """A subject's facts ``m`` grouped by bio as one run: its share estimate, F1(NS) and AUC."""
+    """A subject's facts ``m`` grouped by bio as one run: its share estimate (against the labelled share of
+    the same facts), F1(NS) of the facts' posteriors under each bio's own share, and AUC."""
     idx = np.flatnonzero(m)
     groups: dict[int, list[int]] = {}
     for i in idx:
         groups.setdefault(bios[i], []).append(i)
     run = [Response(tuple(prob[g]), float(prior[g[0]])) for g in groups.values()]
     share = run_share(run)
-    post = np.concatenate([posteriors(prob[g], float(prior[g[0]]), share) for g in groups.values()])
+    post = np.concatenate([fact_posteriors(r, share) for r in run])
     labels = np.concatenate([y[g] for g in groups.values()])
     return {"estimated": 100 * share, "f1_ns": f1_not_supported([bool(p > 0.5) for p in post], [bool(v) for v in labels]),
             "auc": auc(prob[idx], y[idx])}
