@@ -1,0 +1,122 @@
+"""``python -m bench.bio_residuals``: does a bio's held-out error follow something the bio shows?
+
+Each LM's bios are scored as one run by verifier fits that saw neither that LM nor the bio's topic fold
+(what ``meta-eval factscore-er --cv K --hold-out lm`` scores, each response at its own share). For each
+LM this prints the per-bio MAE and, for each covariate of a bio, its correlation with the bio's human
+FActScore and with the residual (human − score). A covariate that correlates with the residual is
+something the estimate misses that a bio-level model could use; one that correlates only with the human
+score is already carried by the facts. Covariates:
+
+* ``log_page``: log of the length of the topic's page in ``wiki-factscore-dev`` (how much Wikipedia
+  knows about the topic, a proxy of its popularity);
+* ``log_response``: log of the response's length in characters;
+* ``n_facts``: the number of facts the decomposer made;
+* ``mean_probability``: the mean of the facts' calibrated probabilities (before any share is applied).
+
+::
+
+    python -m bench.bio_residuals --data ../shared/data [--facts default|tuned|paper] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+COVARIATES = ("log_page", "log_response", "n_facts", "mean_probability")
+
+
+def correlations(rows: list[dict], covariates=COVARIATES) -> dict:
+    """Per-bio MAE (×100) of ``rows`` (each with ``human``, ``score`` and the covariates) and each
+    covariate's Pearson correlation with the human score and with the residual human − score (None where
+    a column is constant)."""
+    human = np.asarray([r["human"] for r in rows], dtype=float)
+    resid = human - np.asarray([r["score"] for r in rows], dtype=float)
+
+    def corr(a, b):
+        return float(np.corrcoef(a, b)[0, 1]) if len(a) > 1 and np.ptp(a) > 0 and np.ptp(b) > 0 else None
+
+    out = {"n_bios": len(rows), "per_bio_mae": 100 * float(np.mean(np.abs(resid))), "covariates": {}}
+    for c in covariates:
+        x = np.asarray([r[c] for r in rows], dtype=float)
+        out["covariates"][c] = {"with_human": corr(x, human), "with_residual": corr(x, resid)}
+    return out
+
+
+def bio_rows(ex, responses: dict, page_chars: dict[str, int], kind: str) -> list[dict]:
+    """One row per scored bio: subject, human score, its held-out score and the covariates."""
+    from fscore_lite.factscore.calibration import response_share, run_share
+
+    n_facts: dict[int, int] = {}
+    for f in ex.facts_of(kind):
+        n_facts[f.bio] = n_facts.get(f.bio, 0) + 1
+    rows = []
+    for subject in dict.fromkeys(b.subject for b in ex.bios):
+        ids = [i for i in sorted(responses) if ex.bios[i].subject == subject]
+        if not ids:
+            continue
+        share = run_share([responses[i] for i in ids])
+        for i in ids:
+            bio = ex.bios[i]
+            rows.append({"subject": subject, "topic": bio.topic, "human": ex.human_share[i],
+                         "score": response_share(responses[i], share),
+                         "log_page": math.log(max(page_chars.get(bio.topic, 1), 1)),
+                         "log_response": math.log(max(len(bio.output), 1)), "n_facts": n_facts.get(i, 0),
+                         "mean_probability": float(np.mean(responses[i].probs))})
+    return rows
+
+
+def page_lengths(data: Path) -> dict[str, int]:
+    """Topic → characters of its page in ``DATA/wiki-factscore-dev/pages.jsonl``."""
+    out = {}
+    path = data / "wiki-factscore-dev" / "pages.jsonl"
+    for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if text.strip():
+            try:
+                page = json.loads(text)
+                out[page["topic"]] = len(page["text"])
+            except (ValueError, KeyError) as e:
+                raise SystemExit(f"{path}:{n}: not a page record ({e})")
+    return out
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.bio_residuals", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=Path, default=Path("../shared/data"))
+    p.add_argument("--facts", default="default", help="the decomposer whose shipped own facts are scored, or 'paper'")
+    p.add_argument("--cv", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", type=Path, default=None, help="write the rows and the table here too")
+    a = p.parse_args(argv)
+
+    from fscore_lite.build_step import shipped_own_facts
+    from fscore_lite.manifest import Bundle
+    from fscore_lite.settings import Settings
+    from fscore_lite.training.examples import OWN
+    from fscore_lite.training.heldout import held_out_responses
+    from fscore_lite.training.prepare import installed_verifier, prepare
+
+    settings = Settings().with_(threads=a.threads)
+    bundle = Bundle(settings.models_dir)
+    prep = prepare(a.data, settings, bundle, installed_verifier(bundle), shipped_own_facts(None))
+    kind = "model" if a.facts == "paper" else OWN + a.facts
+    responses = held_out_responses(prep.ex, [kind], prep.fit, "lm", a.cv, prep.fitted_for)[kind]
+    rows = bio_rows(prep.ex, responses, page_lengths(a.data), kind)
+    table = {s: correlations([r for r in rows if r["subject"] == s]) for s in dict.fromkeys(r["subject"] for r in rows)}
+    print(f"facts {kind}; LM and topic held out; correlation of each covariate with the human score / the residual:")
+    print(f"  {'subject':<13} {'bios':>4} {'MAE':>5}  " + "  ".join(f"{c:>22}" for c in COVARIATES))
+    fmt = lambda v: "  —  " if v is None else f"{v:+.2f}"  # noqa: E731
+    for s, t in table.items():
+        cells = "  ".join(f"{fmt(t['covariates'][c]['with_human']):>10} / {fmt(t['covariates'][c]['with_residual']):<9}"
+                          for c in COVARIATES)
+        print(f"  {s:<13} {t['n_bios']:>4} {t['per_bio_mae']:>5.1f}  {cells}")
+    if a.json:
+        a.json.write_text(json.dumps({"facts": kind, "table": table, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
