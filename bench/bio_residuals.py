@@ -19,12 +19,13 @@ score is already carried by the facts. Covariates:
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
 
 import numpy as np
+
+from bench.response_prior import held_out_parser, held_out_run
 
 COVARIATES = ("log_page", "log_response", "n_facts", "mean_probability")
 
@@ -84,27 +85,8 @@ def page_lengths(data: Path) -> dict[str, int]:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m bench.bio_residuals", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=Path, default=Path("../shared/data"))
-    p.add_argument("--facts", default="default", help="the decomposer whose shipped own facts are scored, or 'paper'")
-    p.add_argument("--cv", type=int, default=5)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--json", type=Path, default=None, help="write the rows and the table here too")
-    a = p.parse_args(argv)
-
-    from fscore_lite.build_step import shipped_own_facts
-    from fscore_lite.manifest import Bundle
-    from fscore_lite.settings import Settings
-    from fscore_lite.training.examples import OWN
-    from fscore_lite.training.heldout import held_out_responses
-    from fscore_lite.training.prepare import installed_verifier, prepare
-
-    settings = Settings().with_(threads=a.threads)
-    bundle = Bundle(settings.models_dir)
-    prep = prepare(a.data, settings, bundle, installed_verifier(bundle), shipped_own_facts(None))
-    kind = "model" if a.facts == "paper" else OWN + a.facts
-    responses = held_out_responses(prep.ex, [kind], prep.fit, "lm", a.cv, prep.fitted_for)[kind]
+    a = held_out_parser("python -m bench.bio_residuals", __doc__).parse_args(argv)
+    prep, kind, responses = held_out_run(a)
     rows = bio_rows(prep.ex, responses, page_lengths(a.data), kind)
     table = {s: correlations([r for r in rows if r["subject"] == s]) for s in dict.fromkeys(r["subject"] for r in rows)}
     print(f"facts {kind}; LM and topic held out; correlation of each covariate with the human score / the residual:")

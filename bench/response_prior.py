@@ -82,16 +82,21 @@ def nested(ex, kind: str, fit, fitted_for, folds: int = 5) -> dict:
     return out
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m bench.response_prior", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def held_out_parser(prog: str, doc: str) -> argparse.ArgumentParser:
+    """The parser of a bench that scores the dev bios held out by LM: ``--data``, ``--facts``, ``--cv``,
+    ``--threads``, ``--json``."""
+    p = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=Path("../shared/data"))
     p.add_argument("--facts", default="default", help="the decomposer whose shipped own facts are scored, or 'paper'")
     p.add_argument("--cv", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", type=Path, default=None, help="write the table here too")
-    a = p.parse_args(argv)
+    return p
 
+
+def held_out_run(a: argparse.Namespace):
+    """(prepared examples and fit settings, the facts' kind, bio → Response with LM and topic held out): the
+    shipped own facts (or the paper's) through the installed verifier's build settings, as meta-eval does."""
     from fscore_lite.build_step import shipped_own_facts
     from fscore_lite.manifest import Bundle
     from fscore_lite.settings import Settings
@@ -102,10 +107,15 @@ def main(argv=None) -> None:
     settings = Settings().with_(threads=a.threads)
     bundle = Bundle(settings.models_dir)
     prep = prepare(a.data, settings, bundle, installed_verifier(bundle), shipped_own_facts(None))
-    ex = prep.ex
     kind = "model" if a.facts == "paper" else OWN + a.facts
+    return prep, kind, held_out_responses(prep.ex, [kind], prep.fit, "lm", a.cv, prep.fitted_for)[kind]
+
+
+def main(argv=None) -> None:
+    a = held_out_parser("python -m bench.response_prior", __doc__).parse_args(argv)
+    prep, kind, outer = held_out_run(a)
+    ex = prep.ex
     human = {i: ex.human_share[i] for i in range(len(ex.bios))}
-    outer = held_out_responses(ex, [kind], prep.fit, "lm", a.cv, prep.fitted_for)[kind]
     inner = nested(ex, kind, prep.fit, prep.fitted_for, a.cv)
     rows = []
     for lm, others in inner.items():
