@@ -9,10 +9,9 @@ def _run():
     run = {}
     for i in range(40):
         consistent = i % 2 == 0
-        good, bad = (0.9, 0.2) if consistent else (0.1, 0.6)
-        a, b = (good, bad) if i % 4 < 2 else (bad, good)
-        if not consistent:
-            a, b = (0.1, 0.6) if i % 4 < 2 else (0.6, 0.1)
+        # consistent: one score says 0.9, the other 0.2 (mean 0.55); inconsistent: 0.1 and 0.6 (mean 0.35)
+        pair = (0.9, 0.2) if consistent else (0.1, 0.6)
+        a, b = pair if i % 4 < 2 else pair[::-1]
         run[("f", str(i), 0)] = (consistent, {"A": a, "B": b})
     return run
 
