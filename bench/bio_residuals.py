@@ -47,26 +47,18 @@ def correlations(rows: list[dict], covariates=COVARIATES) -> dict:
     return out
 
 
-def bio_rows(ex, responses: dict, page_chars: dict[str, int], kind: str) -> list[dict]:
-    """One row per scored bio: subject, human score, its held-out score and the covariates."""
-    from fscore_lite.factscore.calibration import response_share, run_share
+def bio_rows(ex, responses: dict, page_chars: dict[str, int]) -> list[dict]:
+    """One row per scored bio: subject, human score, its held-out score (each subject's bios one run) and
+    the covariates."""
+    from fscore_lite.training.heldout import bio_scores
 
-    n_facts: dict[int, int] = {}
-    for f in ex.facts_of(kind):
-        n_facts[f.bio] = n_facts.get(f.bio, 0) + 1
     rows = []
-    for subject in dict.fromkeys(b.subject for b in ex.bios):
-        ids = [i for i in sorted(responses) if ex.bios[i].subject == subject]
-        if not ids:
-            continue
-        share = run_share([responses[i] for i in ids])
-        for i in ids:
-            bio = ex.bios[i]
-            rows.append({"subject": subject, "topic": bio.topic, "human": ex.human_share[i],
-                         "score": response_share(responses[i], share),
-                         "log_page": math.log(max(page_chars.get(bio.topic, 1), 1)),
-                         "log_response": math.log(max(len(bio.output), 1)), "n_facts": n_facts.get(i, 0),
-                         "mean_probability": float(np.mean(responses[i].probs))})
+    for i, score in sorted(bio_scores(ex, responses).items()):
+        bio, probs = ex.bios[i], responses[i].probs
+        rows.append({"subject": bio.subject, "topic": bio.topic, "human": ex.human_share[i], "score": score,
+                     "log_page": math.log(max(page_chars.get(bio.topic, 1), 1)),
+                     "log_response": math.log(max(len(bio.output), 1)), "n_facts": len(probs),
+                     "mean_probability": float(np.mean(probs))})
     return rows
 
 
@@ -87,7 +79,7 @@ def page_lengths(data: Path) -> dict[str, int]:
 def main(argv=None) -> None:
     a = held_out_parser("python -m bench.bio_residuals", __doc__).parse_args(argv)
     prep, kind, responses = held_out_run(a)
-    rows = bio_rows(prep.ex, responses, page_lengths(a.data), kind)
+    rows = bio_rows(prep.ex, responses, page_lengths(a.data))
     table = {s: correlations([r for r in rows if r["subject"] == s]) for s in dict.fromkeys(r["subject"] for r in rows)}
     print(f"facts {kind}; LM and topic held out; correlation of each covariate with the human score / the residual:")
     print(f"  {'subject':<13} {'bios':>4} {'MAE':>5}  " + "  ".join(f"{c:>22}" for c in COVARIATES))

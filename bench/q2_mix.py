@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.q2_compare import dev_keys, load_run
-from fscore_lite.metaeval.q2_wow import THRESHOLD
+from bench.q2_compare import correct, dev_keys, load_run
+from fscore_lite.metaeval.q2_wow import is_inconsistent
 from fscore_lite.stats import auc
 from fscore_lite.stats.bootstrap import paired_difference
 
@@ -29,11 +29,13 @@ def judge(run: dict, keys: list, a: str, b: str, w: float) -> dict:
     """Accuracy at the threshold and AUC of the mix over ``keys``."""
     scores = [mixed(run[k][1], a, b, w) for k in keys]
     truth = [run[k][0] for k in keys]
-    return {"accuracy": sum((s > THRESHOLD) == t for s, t in zip(scores, truth)) / len(keys), "auc": auc(scores, truth)}
+    return {"accuracy": sum(is_inconsistent(s) != t for s, t in zip(scores, truth)) / len(keys), "auc": auc(scores, truth)}
 
 
 def choose(run: dict, keys: list, a: str, b: str) -> float:
-    return max(WEIGHTS, key=lambda w: (judge(run, keys, a, b, w)["accuracy"], judge(run, keys, a, b, w)["auc"], w))
+    """The weight of ``WEIGHTS`` with the best accuracy over ``keys`` (then AUC, then the larger weight)."""
+    judged = {w: judge(run, keys, a, b, w) for w in WEIGHTS}
+    return max(WEIGHTS, key=lambda w: (judged[w]["accuracy"], judged[w]["auc"], w))
 
 
 def main(argv=None) -> None:
@@ -54,9 +56,8 @@ def main(argv=None) -> None:
         print(f"  w {w:.1f}  development {100 * d['accuracy']:5.1f}% / {d['auc']:.3f}   "
               f"held out {100 * h['accuracy']:5.1f}% / {h['auc']:.3f}")
     w = choose(run, dev_k, o.a, o.b)
-    right = lambda s, k: float((s > THRESHOLD) == run[k][0])  # noqa: E731
-    mix = {k: right(mixed(run[k][1], o.a, o.b, w), k) for k in held}
-    q2 = {k: right(run[k][1]["Q2"], k) for k in held}
+    mix = {k: float(is_inconsistent(mixed(run[k][1], o.a, o.b, w)) != run[k][0]) for k in held}
+    q2 = {k: correct(run, k, "Q2") for k in held}
     d = paired_difference(mix, q2)
     h = judge(run, held, o.a, o.b, w)
     print(f"chosen w {w:.1f}; held out: {100 * h['accuracy']:.1f}% / AUC {h['auc']:.3f}, minus Q2 "
