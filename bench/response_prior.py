@@ -94,21 +94,40 @@ def held_out_parser(prog: str, doc: str) -> argparse.ArgumentParser:
     return p
 
 
-def held_out_run(a: argparse.Namespace):
-    """(prepared examples and fit settings, the facts' kind, bio → Response with LM and topic held out): the
-    shipped own facts (or the paper's) through the installed verifier's build settings, as meta-eval does."""
+def facts_kind(name: str) -> str:
+    """The examples' kind of facts of a ``--facts`` name: "paper" → "model", a decomposer → "own:NAME"."""
+    from fscore_lite.training.examples import OWN
+
+    return "model" if name == "paper" else OWN + name
+
+
+def held_out_runs(a: argparse.Namespace, names: list[str]):
+    """(prepared examples and fit settings, kind → bio → Response with LM and topic held out) for each
+    ``--facts`` name of ``names``: the shipped own facts (or the paper's) through the installed verifier's
+    build settings, as meta-eval does."""
     from fscore_lite.build_step import shipped_own_facts
     from fscore_lite.manifest import Bundle
     from fscore_lite.settings import Settings
-    from fscore_lite.training.examples import OWN
     from fscore_lite.training.heldout import held_out_responses
     from fscore_lite.training.prepare import installed_verifier, prepare
 
     settings = Settings().with_(threads=a.threads)
     bundle = Bundle(settings.models_dir)
     prep = prepare(a.data, settings, bundle, installed_verifier(bundle), shipped_own_facts(None))
-    kind = "model" if a.facts == "paper" else OWN + a.facts
-    return prep, kind, held_out_responses(prep.ex, [kind], prep.fit, "lm", a.cv, prep.fitted_for)[kind]
+    kinds = [facts_kind(n) for n in names]
+    missing = [n for n, k in zip(names, kinds) if k not in prep.ex.kinds]
+    if missing:
+        raise SystemExit(f"no shipped facts for {', '.join(missing)}; the examples have "
+                         + ", ".join(k for k in prep.ex.kinds if k != "human"))
+    return prep, held_out_responses(prep.ex, kinds, prep.fit, "lm", a.cv, prep.fitted_for)
+
+
+def held_out_run(a: argparse.Namespace):
+    """(prepared examples and fit settings, the facts' kind, bio → Response with LM and topic held out) of
+    ``--facts``: :func:`held_out_runs` of one name."""
+    prep, runs = held_out_runs(a, [a.facts])
+    kind = facts_kind(a.facts)
+    return prep, kind, runs[kind]
 
 
 def main(argv=None) -> None:
