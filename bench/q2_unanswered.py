@@ -89,6 +89,10 @@ def main(argv=None) -> None:
     n = sum(len(v) for v in labels.values())
     print(f"{n} unanswered questions in {sum(bool(v) for v in labels.values())} of {len(keys)} responses; "
           f"NLI {model.name}; " + ", ".join(f"{p_} {len(ks)}" for p_, ks in parts.items()) + " (accuracy / AUC)")
+    for truth, side in ((True, "consistent"), (False, "inconsistent")):
+        got = [label for k, ls in labels.items() if run[k][0] == truth for label in ls]
+        print(f"  from {side} responses: {len(got)} questions, " + ", ".join(
+            f"{sum(label == name for label in got)} {name}" for name in ("entailment", "neutral", "contradiction")))
     for name, rule in RULES.items():
         cells = []
         for part, ks in parts.items():
