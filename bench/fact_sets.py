@@ -4,7 +4,9 @@ Each LM's bios are scored as one run by verifier fits that saw neither that LM n
 (what ``meta-eval factscore-er --cv K --hold-out lm`` scores, each response at its own share), once per
 set of facts: the paper's (``paper``) and each shipped decomposer's own facts. For each LM this prints
 each set's per-bio MAE and ER, the same for the mean of every pair of sets (a bio scored from two fact
-sets, its two scores averaged), and the correlation of every pair's per-bio errors (score − human).
+sets, its two scores averaged), the correlation of every pair's per-bio errors (score − human), and the
+difference of every pair's scores on the same bios (second − first, ×100) with a bootstrap interval over
+the bios (:func:`fscore_lite.stats.bootstrap.paired_difference`).
 Errors that correlate near 1 come from what the sets share — the verifier, the evidence, the page —
 and averaging the sets cannot remove them; errors that do not correlate are the decomposers' own, and
 an average halves part of them.
@@ -22,6 +24,7 @@ import numpy as np
 
 from bench.response_prior import bio_scores, facts_kind, held_out_parser, held_out_runs
 from fscore_lite.factscore.calibration import RESPONSE_PRIOR_FACTS
+from fscore_lite.stats.bootstrap import paired_difference
 
 
 def judge(scores: dict, human: dict) -> dict:
@@ -34,7 +37,8 @@ def judge(scores: dict, human: dict) -> dict:
 
 def compare(sets: dict[str, dict], human: dict) -> dict:
     """``sets``: name → bio → score, one LM's bios. Judged on the bios every set scores: each set, the mean
-    of each pair, and the correlation of each pair's errors (None where an error does not vary)."""
+    of each pair, the correlation of each pair's errors (None where an error does not vary) and the paired
+    difference of its scores (second − first, ×100)."""
     common = sorted(set.intersection(*(set(s) for s in sets.values())))
     errors = {n: np.asarray([s[i] - human[i] for i in common]) for n, s in sets.items()}
     out: dict = {"bios": len(common), "sets": {}, "pairs": {}}
@@ -44,7 +48,9 @@ def compare(sets: dict[str, dict], human: dict) -> dict:
         ea, eb = errors[a], errors[b]
         corr = float(np.corrcoef(ea, eb)[0, 1]) if len(common) > 1 and np.ptp(ea) > 0 and np.ptp(eb) > 0 else None
         mean = judge({i: (sets[a][i] + sets[b][i]) / 2 for i in common}, human)
-        out["pairs"][f"{a}+{b}"] = {**mean, "error_corr": corr}
+        d = paired_difference({i: sets[b][i] for i in common}, {i: sets[a][i] for i in common})
+        diff = None if d is None else {"mean": 100 * d["mean"], "ci95": [100 * c for c in d["ci"]]}
+        out["pairs"][f"{a}+{b}"] = {**mean, "error_corr": corr, "difference": diff}
     return out
 
 
@@ -74,6 +80,11 @@ def main(argv=None) -> None:
     for subject, t in table.items():
         print(f"  {subject:<13} " + ";  ".join(f"{n} {v['error_corr']:+.2f}" if v["error_corr"] is not None else f"{n} —"
                                             for n, v in t["pairs"].items()))
+    print("difference of the scores on the same bios (second − first) [95%]:")
+    for subject, t in table.items():
+        print(f"  {subject:<13} " + ";  ".join(
+            f"{n.split('+')[1]} − {n.split('+')[0]} {v['difference']['mean']:+.2f} "
+            f"[{v['difference']['ci95'][0]:+.2f}, {v['difference']['ci95'][1]:+.2f}]" for n, v in t["pairs"].items()))
     if a.json:
         a.json.write_text(json.dumps({"sets": names, "table": table}, indent=1))
 

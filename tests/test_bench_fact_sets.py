@@ -24,6 +24,18 @@ def test_a_shared_error_stays_in_the_average_and_an_independent_one_shrinks():
     assert got["pairs"]["a+b"]["per_bio_mae"] == pytest.approx(got["sets"]["a"]["per_bio_mae"], rel=0.05)
     assert got["pairs"]["a+c"]["per_bio_mae"] < 0.8 * got["sets"]["a"]["per_bio_mae"]
     assert got["sets"]["a"]["per_bio_mae"] == pytest.approx(100 * np.mean([abs(a[i] - human[i]) for i in human]))
+    d = got["pairs"]["a+c"]["difference"]  # c − a: the shared error's mean, about 0
+    assert d["mean"] == pytest.approx(100 * np.mean([c[i] - a[i] for i in human]))
+    assert d["ci95"][0] < d["mean"] < d["ci95"][1]
+
+
+def test_a_set_that_scores_higher_shows_a_difference_whose_interval_excludes_zero():
+    rng = np.random.default_rng(1)
+    human = {i: rng.uniform(0.2, 0.8) for i in range(200)}
+    low = {i: h + rng.normal(0, 0.05) for i, h in human.items()}
+    high = {i: s + 0.03 + rng.normal(0, 0.01) for i, s in low.items()}
+    d = compare({"low": low, "high": high}, human)["pairs"]["low+high"]["difference"]
+    assert d["mean"] == pytest.approx(3.0, abs=0.3) and d["ci95"][0] > 0
 
 
 def test_only_bios_every_set_scores_are_judged_and_a_flat_error_has_no_correlation():
