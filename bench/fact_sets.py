@@ -55,7 +55,7 @@ def compare(sets: dict[str, dict], human: dict) -> dict:
 
 
 def main(argv=None) -> None:
-    p = held_out_parser("python -m bench.fact_sets", __doc__)
+    p = held_out_parser("python -m bench.fact_sets", __doc__, facts=False)
     p.add_argument("--sets", default="paper,default,tuned", help="comma-separated: paper and/or decomposer names")
     a = p.parse_args(argv)
     names = [n.strip() for n in a.sets.split(",") if n.strip()]

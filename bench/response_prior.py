@@ -82,12 +82,13 @@ def nested(ex, kind: str, fit, fitted_for, folds: int = 5) -> dict:
     return out
 
 
-def held_out_parser(prog: str, doc: str) -> argparse.ArgumentParser:
-    """The parser of a bench that scores the dev bios held out by LM: ``--data``, ``--facts``, ``--cv``,
-    ``--threads``, ``--json``."""
+def held_out_parser(prog: str, doc: str, facts: bool = True) -> argparse.ArgumentParser:
+    """The parser of a bench that scores the dev bios held out by LM: ``--data``, ``--facts`` (unless
+    ``facts`` is false: a bench that names its fact sets otherwise), ``--cv``, ``--threads``, ``--json``."""
     p = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=Path("../shared/data"))
-    p.add_argument("--facts", default="default", help="the decomposer whose shipped own facts are scored, or 'paper'")
+    if facts:
+        p.add_argument("--facts", default="default", help="the decomposer whose shipped own facts are scored, or 'paper'")
     p.add_argument("--cv", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", type=Path, default=None, help="write the table here too")
@@ -108,6 +109,7 @@ def held_out_runs(a: argparse.Namespace, names: list[str]):
     from fscore_lite.build_step import shipped_own_facts
     from fscore_lite.manifest import Bundle
     from fscore_lite.settings import Settings
+    from fscore_lite.training.examples import OWN
     from fscore_lite.training.heldout import held_out_responses
     from fscore_lite.training.prepare import installed_verifier, prepare
 
@@ -117,8 +119,8 @@ def held_out_runs(a: argparse.Namespace, names: list[str]):
     kinds = [facts_kind(n) for n in names]
     missing = [n for n, k in zip(names, kinds) if k not in prep.ex.kinds]
     if missing:
-        raise SystemExit(f"no shipped facts for {', '.join(missing)}; the examples have "
-                         + ", ".join(k for k in prep.ex.kinds if k != "human"))
+        have = ["paper" if k == "model" else k[len(OWN):] for k in prep.ex.kinds if k == "model" or k.startswith(OWN)]
+        raise SystemExit(f"no shipped facts for {', '.join(missing)}; there are facts for {', '.join(have)}")
     return prep, held_out_responses(prep.ex, kinds, prep.fit, "lm", a.cv, prep.fitted_for)
 
 
