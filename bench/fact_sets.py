@@ -6,7 +6,7 @@ set of facts: the paper's (``paper``) and each shipped decomposer's own facts. F
 each set's per-bio MAE and ER, the same for the mean of every pair of sets (a bio scored from two fact
 sets, its two scores averaged), the correlation of every pair's per-bio errors (score − human), and the
 difference of every pair's scores on the same bios (second − first, ×100) with a bootstrap interval over
-the bios (:func:`fscore_lite.stats.bootstrap.paired_difference`).
+the topics (:func:`fscore_lite.stats.bootstrap.signed_error_ci`, as ``meta-eval`` pairs two runs).
 Errors that correlate near 1 come from what the sets share — the verifier, the evidence, the page —
 and averaging the sets cannot remove them; errors that do not correlate are the decomposers' own, and
 an average halves part of them.
@@ -22,39 +22,36 @@ from itertools import combinations
 
 import numpy as np
 
-from bench.response_prior import bio_scores, facts_kind, held_out_parser, held_out_runs
-from fscore_lite.factscore.calibration import RESPONSE_PRIOR_FACTS
-from fscore_lite.stats.bootstrap import paired_difference
+from bench.response_prior import agreement, facts_kind, held_out_parser, held_out_runs
+from fscore_lite.stats.bootstrap import signed_error_ci
 
 
-def judge(scores: dict, human: dict) -> dict:
-    """Per-bio MAE and ER (×100) of ``scores`` (bio → score) against ``human`` on their bios."""
-    ids = sorted(scores)
-    x = np.asarray([scores[i] for i in ids])
-    y = np.asarray([human[i] for i in ids])
-    return {"bios": len(ids), "per_bio_mae": 100 * float(np.mean(np.abs(x - y))), "er": 100 * abs(float(x.mean() - y.mean()))}
-
-
-def compare(sets: dict[str, dict], human: dict) -> dict:
-    """``sets``: name → bio → score, one LM's bios. Judged on the bios every set scores: each set, the mean
-    of each pair, the correlation of each pair's errors (None where an error does not vary) and the paired
-    difference of its scores (second − first, ×100)."""
+def compare(sets: dict[str, dict], human: dict, topics: dict | None = None) -> dict:
+    """``sets``: name → bio → score, one LM's bios. Judged on the bios every set scores: each set
+    (:func:`~bench.response_prior.agreement`), the mean of each pair, the correlation of each pair's errors
+    (None where an error does not vary) and the paired difference of its scores (second − first, ×100) with
+    its interval over resampled topics (``topics``: bio → topic; each bio its own without it)."""
     common = sorted(set.intersection(*(set(s) for s in sets.values())))
+    groups = [topics[i] if topics else i for i in common]
     errors = {n: np.asarray([s[i] - human[i] for i in common]) for n, s in sets.items()}
     out: dict = {"bios": len(common), "sets": {}, "pairs": {}}
     for n, s in sets.items():
-        out["sets"][n] = judge({i: s[i] for i in common}, human)
+        out["sets"][n] = agreement({i: s[i] for i in common}, human)
     for a, b in combinations(sets, 2):
         ea, eb = errors[a], errors[b]
         corr = float(np.corrcoef(ea, eb)[0, 1]) if len(common) > 1 and np.ptp(ea) > 0 and np.ptp(eb) > 0 else None
-        mean = judge({i: (sets[a][i] + sets[b][i]) / 2 for i in common}, human)
-        d = paired_difference({i: sets[b][i] for i in common}, {i: sets[a][i] for i in common})
-        diff = None if d is None else {"mean": 100 * d["mean"], "ci95": [100 * c for c in d["ci"]]}
+        mean = agreement({i: (sets[a][i] + sets[b][i]) / 2 for i in common}, human)
+        diff = None
+        if common:
+            ci = signed_error_ci([sets[b][i] for i in common], [sets[a][i] for i in common], groups)
+            diff = {"mean": 100 * float(np.mean(eb - ea)), "ci95": ci}
         out["pairs"][f"{a}+{b}"] = {**mean, "error_corr": corr, "difference": diff}
     return out
 
 
 def main(argv=None) -> None:
+    from fscore_lite.training.heldout import bio_scores
+
     p = held_out_parser("python -m bench.fact_sets", __doc__, facts=False)
     p.add_argument("--sets", default="paper,default,tuned", help="comma-separated: paper and/or decomposer names")
     a = p.parse_args(argv)
@@ -64,13 +61,12 @@ def main(argv=None) -> None:
     prep, runs = held_out_runs(a, names)
     ex = prep.ex
     human = {i: ex.human_share[i] for i in range(len(ex.bios))}
+    topics = {i: b.topic for i, b in enumerate(ex.bios)}
+    scores = {n: bio_scores(ex, runs[facts_kind(n)]) for n in names}
     table = {}
     for subject in dict.fromkeys(b.subject for b in ex.bios):
-        sets = {}
-        for n in names:
-            run = {i: r for i, r in runs[facts_kind(n)].items() if ex.bios[i].subject == subject}
-            sets[n] = bio_scores(run, RESPONSE_PRIOR_FACTS)
-        table[subject] = compare(sets, human)
+        sets = {n: {i: v for i, v in s.items() if ex.bios[i].subject == subject} for n, s in scores.items()}
+        table[subject] = compare(sets, human, topics)
     print("LM and topic held out, each response at its own share; per-bio MAE / ER:")
     for subject, t in table.items():
         cells = [f"{n} {v['per_bio_mae']:.1f} / {v['er']:.1f}" for n, v in t["sets"].items()]

@@ -51,6 +51,12 @@ def dev_keys(keys: list, limit: int) -> set:
     return {k for ks in by_file.values() for k in sorted(ks, key=lambda k: (k[1], k[2]))[:limit]}
 
 
+def judged(scores: list[float], consistent: list[bool]) -> dict:
+    """Accuracy at the paper's threshold (consistent iff the score is above it) and ROC AUC of ``scores``."""
+    right = sum(is_inconsistent(s, THRESHOLD) != c for s, c in zip(scores, consistent))
+    return {"accuracy": right / len(scores), "auc": auc(scores, consistent)}
+
+
 def correct(run: dict, key, method: str) -> float:
     consistent, record = run[key]
     return float(is_inconsistent(record[method], THRESHOLD) != consistent)

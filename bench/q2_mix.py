@@ -13,9 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.q2_compare import correct, dev_keys, load_run
+from bench.q2_compare import correct, dev_keys, judged, load_run
 from fscore_lite.metaeval.q2_wow import is_inconsistent
-from fscore_lite.stats import auc
 from fscore_lite.stats.bootstrap import paired_difference
 
 WEIGHTS = tuple(i / 10 for i in range(11))
@@ -26,16 +25,14 @@ def mixed(record: dict, a: str, b: str, w: float) -> float:
 
 
 def judge(run: dict, keys: list, a: str, b: str, w: float) -> dict:
-    """Accuracy at the threshold and AUC of the mix over ``keys``."""
-    scores = [mixed(run[k][1], a, b, w) for k in keys]
-    truth = [run[k][0] for k in keys]
-    return {"accuracy": sum(is_inconsistent(s) != t for s, t in zip(scores, truth)) / len(keys), "auc": auc(scores, truth)}
+    """Accuracy at the threshold and AUC of the mix over ``keys`` (:func:`~bench.q2_compare.judged`)."""
+    return judged([mixed(run[k][1], a, b, w) for k in keys], [run[k][0] for k in keys])
 
 
 def choose(run: dict, keys: list, a: str, b: str) -> float:
     """The weight of ``WEIGHTS`` with the best accuracy over ``keys`` (then AUC, then the larger weight)."""
-    judged = {w: judge(run, keys, a, b, w) for w in WEIGHTS}
-    return max(WEIGHTS, key=lambda w: (judged[w]["accuracy"], judged[w]["auc"], w))
+    scored = {w: judge(run, keys, a, b, w) for w in WEIGHTS}
+    return max(WEIGHTS, key=lambda w: (scored[w]["accuracy"], scored[w]["auc"], w))
 
 
 def main(argv=None) -> None:

@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.q2_compare import dev_keys, load_run
-from fscore_lite.metaeval.q2_wow import is_inconsistent
+from bench.q2_compare import dev_keys, judged, load_run
 from fscore_lite.q2.compare import ENTAILMENT, e2e_pair, e2e_score, nli_pair
-from fscore_lite.stats import auc
 
 RULES = {
     "zero": lambda label, record: 0.0,
@@ -50,9 +48,8 @@ def rescored(record: dict, labels: list[str], rule) -> float:
 
 
 def judge(run: dict, labels: dict, keys: list, rule) -> dict:
-    scores = [rescored(run[k][1], labels[k], rule) for k in keys]
-    truth = [run[k][0] for k in keys]
-    return {"accuracy": sum(is_inconsistent(s) != t for s, t in zip(scores, truth)) / len(keys), "auc": auc(scores, truth)}
+    """Accuracy at the threshold and AUC over ``keys`` with the unanswered questions scored by ``rule``."""
+    return judged([rescored(run[k][1], labels[k], rule) for k in keys], [run[k][0] for k in keys])
 
 
 def nli_labels(run: dict, judge_model) -> dict:

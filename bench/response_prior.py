@@ -38,18 +38,27 @@ def bio_scores(run: dict, strength: float) -> dict:
     return {i: response_share(run[i], share, strength) for i in ids}
 
 
+def agreement(scores: dict, human: dict) -> dict:
+    """Bios, per-bio MAE, estimate (the scores' mean), human mean and the run's error (×100) of ``scores``
+    (bio → score) against ``human`` on their bios."""
+    ids = sorted(scores)
+    x = np.asarray([scores[i] for i in ids])
+    y = np.asarray([human[i] for i in ids])
+    est, truth = float(x.mean()), float(y.mean())
+    return {"bios": len(ids), "per_bio_mae": 100 * float(np.mean(np.abs(x - y))), "estimate": 100 * est,
+            "human": 100 * truth, "er": 100 * abs(est - truth)}
+
+
 def judge(run: dict, human: dict, strength: float) -> dict:
-    """Per-bio MAE and the run's error (×100) of ``run`` at ``strength``; ``slope``: the least-squares slope
-    of the bios' human scores on their scores (1: as spread as people's), ``corr`` their correlation."""
+    """:func:`agreement` of ``run`` at ``strength``; ``slope``: the least-squares slope of the bios' human
+    scores on their scores (1: as spread as people's), ``corr`` their correlation."""
     got = bio_scores(run, strength)
     ids = sorted(got)
     x = np.asarray([got[i] for i in ids])
     y = np.asarray([human[i] for i in ids])
-    est, truth = float(x.mean()), float(y.mean())
     slope = float(np.polyfit(x, y, 1)[0]) if len(ids) > 1 and np.ptp(x) > 0 else float("nan")
     corr = float(np.corrcoef(x, y)[0, 1]) if len(ids) > 1 and np.ptp(x) > 0 and np.ptp(y) > 0 else float("nan")
-    return {"strength": strength, "per_bio_mae": 100 * float(np.mean(np.abs(x - y))),
-            "estimate": 100 * est, "human": 100 * truth, "er": 100 * abs(est - truth), "slope": slope, "corr": corr}
+    return {"strength": strength, **agreement(got, human), "slope": slope, "corr": corr}
 
 
 def choose(runs: list[dict], human: dict, grid=GRID) -> float:
