@@ -236,10 +236,13 @@ def test_fact_stage_installs_its_own_cross_encoder_and_its_out_of_fold_scores(ti
     bundle.verify(ver)
     bundle.verify(nli)
     fs = report["fact_stage"]
-    assert [f["fold"] for f in fs["folds"]] == [0, 1]
-    # every fact is scored by exactly one fold's model, the one that did not train on it
-    assert sum(f["held_out_facts"] for f in fs["folds"]) == sum(report["facts"].values())
-    assert sum(f["train_facts"] for f in fs["folds"]) == report["facts"]["human"]  # 2 folds: each trains one model
+    lms = sorted({f["held_out_lm"] for f in fs["folds"]})
+    assert len(lms) == 3 and [(f["held_out_lm"], f["fold"]) for f in fs["folds"]] == [
+        (lm, fold) for lm in dict.fromkeys(f["held_out_lm"] for f in fs["folds"]) for fold in (0, 1)]
+    # for each LM held out, every fact is scored by exactly one fold's model, the one that did not train on it
+    assert sum(f["held_out_facts"] for f in fs["folds"]) == len(lms) * sum(report["facts"].values())
+    # 2 folds: a human fact trains the one model of the other fold for each of the two LMs that are not its own
+    assert sum(f["train_facts"] for f in fs["folds"]) == 2 * report["facts"]["human"]
     assert fs["final"]["train_facts"] == report["facts"]["human"]
     assert fs["graph_checks"]["fp32_onnx_vs_torch_max_abs_diff"] < 1e-4
     assert report["snli"]["weights_sha256"] == tiny_build[2]["snli"]["weights_sha256"]  # the same stage 1
@@ -333,9 +336,17 @@ def test_held_out_figures_of_a_fact_stage_verifier_use_the_recorded_scores(tiny_
         lo, hi = r["error_ci95"]
         assert lo - 0.01 <= r["estimate"] - r["human"] <= hi + 0.01
     assert "topics held out" in format_report(rep)
-    # its cross-encoder learnt from every LM's facts: it cannot hold an LM out, and says so
-    with pytest.raises(FscoreError, match="--hold-out topic"):
-        run_heldout(tiny_inputs["data"], settings, folds=2, hold_out="lm", progress=False, own_facts_files=[])
+    # every LM's view: a fact of an LM as its own view scores it, other LMs' facts by models that never saw that LM
+    lms = sorted(ex.held_lm_features)
+    assert lms == sorted({b.subject for b in ex.bios}) and not ex.ce_saw_every_lm
+    for lm in lms:
+        view = ex.without_lm(lm).features["human"]
+        own = [i for i, f in enumerate(ex.human) if ex.bios[f.bio].subject == lm]
+        assert all(view[i] == ex.features["human"][i] for i in own)
+        assert any(view[i]["ce_max"] != ex.features["human"][i]["ce_max"] for i in range(len(ex.human)) if i not in own)
+    # and the held-out LM's figures are those of the build's own report, which fitted on the same views
+    rep = run_heldout(tiny_inputs["data"], settings, folds=2, hold_out="lm", progress=False, own_facts_files=[])
+    assert rep["hold_out_lm"] == [{k: r[k] for k in rep["hold_out_lm"][0]} for r in report["held_out"]["lm"]["model"]]
     # the installed (in-sample) model still serves score
     verifier = TrainedVerifier.from_bundle(bundle, store)
     assert verifier.sha256 == [f.sha256 for f in entry.files if f.kind == "weights"][0]
@@ -344,6 +355,39 @@ def test_held_out_figures_of_a_fact_stage_verifier_use_the_recorded_scores(tiny_
     ex.features["model"].append(dict(ex.features["model"][0]))
     with pytest.raises(FscoreError, match="optimistic"):
         use_recorded_scores(ex, bundle, entry)
+
+
+
+def test_a_fact_stage_record_without_lms_cannot_hold_an_lm_out(tiny_fact_build, tiny_inputs, tmp_path):
+    """A build that recorded one score per fact (one model per topic fold, every LM seen) still gives
+    topic-held-out figures, and refuses LM-held-out ones instead of reporting them optimistic."""
+    import dataclasses
+    import gzip
+
+    from fscore_lite.errors import FscoreError
+    from fscore_lite.manifest import describe_file
+    from fscore_lite.metaeval.heldout import run_heldout
+
+    src, settings, _ = tiny_fact_build
+    bundle_dir = tmp_path / "models"
+    shutil.copytree(src, bundle_dir)
+    bundle = Bundle(bundle_dir)
+    entry = bundle.get("minilm-l6-factscore-verifier")
+    oof = next(f for f in entry.files if f.kind == "oof_scores")
+    rows = {}
+    with gzip.open(bundle_dir / oof.path, "rt", encoding="utf-8") as f:
+        for d in map(json.loads, f):
+            rows[(d["topic"], d["fact"])] = {k: v for k, v in d.items() if k != "held_lm"}
+    with gzip.open(bundle_dir / oof.path, "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(r, sort_keys=True) + "\n" for _, r in sorted(rows.items()))
+    files = tuple(describe_file(bundle_dir, oof.path, oof.kind) if g is oof else g for g in entry.files)
+    bundle.add(dataclasses.replace(entry, files=files))
+    bundle.save()
+    settings = settings.with_(models_dir=bundle_dir)
+    rep = run_heldout(tiny_inputs["data"], settings, folds=2, hold_out="topic", progress=False, own_facts_files=[])
+    assert len(rep["hold_out_topic"]) == 3
+    with pytest.raises(FscoreError, match="--hold-out topic"):
+        run_heldout(tiny_inputs["data"], settings, folds=2, hold_out="lm", progress=False, own_facts_files=[])
 
 
 _SPY_TORCH_IMPORT = """

@@ -157,8 +157,8 @@ def train_verifier(
     folds: int = typer.Option(5, "--folds", help="Topic-grouped cross-validation folds (the report; the fact stage's cross-fitting)."),
     fact_stage: bool = typer.Option(False, "--fact-stage/--no-fact-stage",
                                     help="Continue the cross-encoder on the training facts' own (evidence, fact) pairs, "
-                                         "cross-fitted over the folds: FOLDS + 1 fine-tunes, about 13 minutes more on 2 cores "
-                                         "(6 with --fact-frozen-layers 4)."),
+                                         "cross-fitted over LM × topic folds (each LM's facts scored by models that never saw "
+                                         "that LM or the topic): 3 × FOLDS + 1 fine-tunes."),
     fact_epochs: float = typer.Option(1.0, "--fact-epochs", help="Passes over the training facts in the fact stage."),
     fact_lr: float = typer.Option(3e-5, "--fact-lr", help="Peak learning rate of the fact stage."),
     fact_frozen: int = typer.Option(0, "--fact-frozen-layers", help="Fact stage: keep the embeddings and this many lower "

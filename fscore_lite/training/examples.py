@@ -9,6 +9,7 @@ FActScore, the ER and the threshold are computed from). Every fact is retrieved 
 """
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -41,6 +42,10 @@ class Examples:
     human_share: list[float]  # per bio: the human FActScore (S / all, irrelevant sentences as NS)
     features: dict[str, list[dict[str, float]]] = field(default_factory=dict)  # kind → rows
     own: dict[str, list[Fact]] = field(default_factory=dict)  # decomposer name → its facts of the bios
+    # LM → kind → rows: every fact as a cross-encoder fine-tuned without that LM's labels featurises it
+    # (a fact-stage verifier's recorded scores); empty when the cross-encoder never saw FActScore labels
+    held_lm_features: dict[str, dict[str, list[dict[str, float]]]] = field(default_factory=dict)
+    ce_saw_every_lm: bool = False  # the cross-encoder was fine-tuned on every LM's facts: no LM can be held out
 
     @property
     def topics(self) -> list[str]:
@@ -59,6 +64,16 @@ class Examples:
         pick = lambda kind: [self.facts_of(kind)[i] for i in keep.get(kind, [])]  # noqa: E731
         return Examples(self.bios, pick("human"), pick("model"), self.human_share,
                         own={k[len(OWN):]: pick(k) for k in self.kinds if k.startswith(OWN)})
+
+    def without_lm(self, lm: str) -> "Examples":
+        """The examples as every fitted part that never saw ``lm``'s labels featurises them."""
+        from ..errors import FscoreError
+
+        if self.ce_saw_every_lm:
+            raise FscoreError("the cross-encoder of this verifier was fine-tuned on the facts of every LM (an older "
+                              "--fact-stage build, cross-fitted over topics only): its scores cannot hold an LM out; "
+                              "use --hold-out topic, or rebuild it with `fscore-lite models train verifier --fact-stage`")
+        return dataclasses.replace(self, features=self.held_lm_features[lm]) if lm in self.held_lm_features else self
 
     def add_own(self, name: str, facts_by_bio: dict[int, list[str]]) -> None:
         """A decomposer's facts of the bios (bio index → facts, in order), unlabelled until :func:`label_silver`."""
@@ -158,10 +173,14 @@ def featurise(ex: Examples, retriever, verifier, progress=None, more=()) -> None
 
 def use_recorded_scores(ex: Examples, bundle, entry) -> int:
     """For a verifier whose cross-encoder was continued on its training facts (``--fact-stage``):
-    give each fact of a training topic the out-of-fold ``ce_*`` features the build recorded — the
-    scores of a model that did not train on that topic — in place of the installed model's, so
-    held-out figures stay honest. Returns how many facts got them; 0 for other verifiers. A
-    training topic's fact with no record is refused (its score would be in-sample)."""
+    give each fact of a training topic the out-of-fold ``ce_*`` features the build recorded in
+    place of the installed model's, so held-out figures stay honest. The build recorded, for
+    every LM, each fact as scored by a model that saw neither the fact's topic nor that LM's
+    labels: ``ex.features`` get the scores of the model that held the fact's own LM out, and
+    ``ex.held_lm_features`` every LM's view. A record without LMs (older builds: one model per
+    topic fold, every LM seen) sets ``ex.ce_saw_every_lm``. Returns how many facts got recorded
+    scores; 0 for other verifiers. A training topic's fact with no record is refused (its score
+    would be in-sample)."""
     from ..errors import FscoreError
     from ..factscore.trained import CE_FEATURES
 
@@ -169,19 +188,29 @@ def use_recorded_scores(ex: Examples, bundle, entry) -> int:
     if not files:
         return 0
     with gzip.open(bundle.verify_file(files[0]), "rt", encoding="utf-8") as f:
-        recorded = {(d["topic"], d["fact"]): d for d in map(json.loads, f)}
+        recorded = {(d.get("held_lm"), d["topic"], d["fact"]): {k: float(d[k]) for k in CE_FEATURES}
+                    for d in map(json.loads, f)}
+    lms = sorted({lm for lm, _, _ in recorded if lm is not None})
     trained = set(entry.extra.get("training", {}).get("topics", ()))
+    views: dict[str, dict[str, list[dict[str, float]]]] = {lm: {} for lm in lms}
     n = 0
     for kind in ex.kinds:
-        for fact, row in zip(ex.facts_of(kind), ex.features[kind]):
-            rec = recorded.get((fact.topic, fact.text))
-            if rec is not None:
-                row.update({k: float(rec[k]) for k in CE_FEATURES})
-                n += 1
-            elif fact.topic in trained:
-                raise FscoreError(f"the cross-encoder of '{entry.name}' was trained on the facts of '{fact.topic}' and "
-                                  f"the build recorded no out-of-fold score for '{fact.text}': its held-out figures "
-                                  "would be optimistic")
+        for lm in lms:
+            views[lm][kind] = [dict(row) for row in ex.features[kind]]
+        for i, (fact, row) in enumerate(zip(ex.facts_of(kind), ex.features[kind])):
+            own = ex.bios[fact.bio].subject if lms else None
+            rec = recorded.get((own, fact.topic, fact.text))
+            if rec is None:
+                if fact.topic in trained:
+                    raise FscoreError(f"the cross-encoder of '{entry.name}' was trained on the facts of '{fact.topic}' "
+                                      f"and the build recorded no out-of-fold score for '{fact.text}': its held-out "
+                                      "figures would be optimistic")
+                continue
+            row.update(rec)
+            for lm in lms:
+                views[lm][kind][i].update(recorded[(lm, fact.topic, fact.text)])
+            n += 1
+    ex.held_lm_features, ex.ce_saw_every_lm = views, not lms
     return n
 
 

@@ -6,7 +6,9 @@ on the other bios only. Two ways to hold out:
 * ``topic``: topic-grouped K-fold CV — a bio is scored by a verifier that never saw its topic;
 * ``lm``: for each LM (subject) and each topic fold, the verifier is fitted on the *other* LMs'
   bios of the other folds' topics and scores that LM's bios of the fold: it has seen neither the
-  topic nor any bio of the LM, as for a user scoring an LM no label came from.
+  topic nor any bio of the LM, as for a user scoring an LM no label came from. With a fact-stage
+  verifier every fact is then featurised by a cross-encoder fine-tuned without that LM's labels
+  (:meth:`~fscore_lite.training.examples.Examples.without_lm`).
 
 A subject's bios are then one run, as ``score`` would make it: its facts' calibrated
 probabilities (each from the split that held it out) go through the run share
@@ -26,17 +28,18 @@ HOLD_OUTS = ("topic", "lm")
 
 
 def splits(ex: Examples, hold_out: str, folds: int):
-    """(train bios, held-out bios) per split."""
+    """(examples as the split's fitted parts see them, train bios, held-out bios) per split."""
     if hold_out not in HOLD_OUTS:
         raise ValueError(f"hold-out must be one of {', '.join(HOLD_OUTS)}, not {hold_out!r}")
     fold_of = topic_folds(ex.topics, folds)
     units = list(dict.fromkeys(b.subject for b in ex.bios)) if hold_out == "lm" else [None]
     for unit in units:
+        view = ex if unit is None else ex.without_lm(unit)
         for fold in range(folds):
             held = {i for i, b in enumerate(ex.bios) if fold_of[b.topic] == fold and unit in (None, b.subject)}
             train = {i for i, b in enumerate(ex.bios) if fold_of[b.topic] != fold and (unit is None or b.subject != unit)}
             if held and train:
-                yield train, held
+                yield view, train, held
 
 
 def held_out_responses(ex: Examples, kinds: list[str], s: FitSettings, hold_out: str = "lm", folds: int = 5,
@@ -44,10 +47,10 @@ def held_out_responses(ex: Examples, kinds: list[str], s: FitSettings, hold_out:
     """Per kind of facts: bio → its facts as a held-out run sees them (calibrated probabilities, in
     fact order, and the calibration's prior). Bios without facts of a kind are absent."""
     out: dict[str, dict[int, Response]] = {k: {} for k in kinds}
-    for train, held in splits(ex, hold_out, folds):
-        fitted = fit_verifier(ex, train, s, fitted_for)
+    for view, train, held in splits(ex, hold_out, folds):
+        fitted = fit_verifier(view, train, s, fitted_for)
         for kind in kinds:
-            out[kind].update(scored_bios(ex, fitted, kind, held, s))
+            out[kind].update(scored_bios(view, fitted, kind, held, s))
     return out
 
 
@@ -124,12 +127,12 @@ def fact_f1(ex: Examples, s: FitSettings, hold_out: str = "lm", folds: int = 5) 
 
     probs: dict[int, float] = {}
     prior: dict[int, float] = {}
-    for train, held in splits(ex, hold_out, folds):
-        fitted = fit_verifier(ex, train, s)
+    for view, train, held in splits(ex, hold_out, folds):
+        fitted = fit_verifier(view, train, s)
         cal = fitted.calibrations.get(GIVEN)
         if cal is None:
             continue
-        x, _, idx = labelled(ex, "human", held, s.features)
+        x, _, idx = labelled(view, "human", held, s.features)
         for j, p in zip(idx, cal.probability(fitted.combiner.logit(x))):
             probs[j], prior[j] = float(p), cal.prior
     rows = []

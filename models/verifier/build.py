@@ -75,7 +75,7 @@ class VerifierConfig:
     bf16: bool | None = None  # None: use bfloat16 autocast when the CPU has bf16 units
     nli_name: str = "minilm-l6-snli-nli"
     name: str = "minilm-l6-factscore-verifier"
-    # stage 2, off by default (K + 1 fine-tunes do not fit the default build's 10 minutes): the
+    # stage 2, off by default (LMs × K + 1 fine-tunes do not fit the default build's 10 minutes): the
     # cross-encoder continued on the training facts, cross-fitted over the `folds` (.fact_stage)
     fact_stage: FactStageConfig | None = None
 

@@ -5,15 +5,18 @@ the (evidence window, atomic fact) pairs of the human facts labelled S or NS —
 the runtime scores (the same retrieval, :class:`fscore_lite.factscore.trained.PairBuilder`) —
 with the multiple-instance loss of :mod:`.facts`.
 
-The combiner on top must learn from scores the cross-encoder gives facts it has not seen, so
-the stage is cross-fitted over the build's own topic-grouped folds (:func:`topic_folds`, the
-same folds as the combiner's report): for each fold a copy of stage 1 is fine-tuned on the
-other folds' human facts, exported int8 like every model, and scores the fold's human and model
-facts through the runtime's code. Those out-of-fold scores are what the combiner, its threshold
-and its PACC means are fitted on, and they are recorded (``oof_scores.jsonl.gz``, hashed in the
-manifest) so that ``meta-eval factscore-er --cv K`` scores a training topic's facts with a model
-that never saw that topic. The model installed for run time is then fine-tuned on every
-training fact (K + 1 fine-tunes in all).
+The combiner on top must learn from scores the cross-encoder gives facts it has not seen, and a
+user scores an LM no label came from, so the stage is cross-fitted over LM × topic folds (the
+build's own topic-grouped folds, :func:`topic_folds`, the same as the combiner's report): for each
+LM and each fold a copy of stage 1 is fine-tuned on the human facts of the *other* LMs' bios of
+the other folds' topics, exported int8 like every model, and scores every fact of the fold
+(human, the paper's and each decomposer's) through the runtime's code. A fact's score from the
+model that held out its topic and its own LM is what the combiner and its calibrations are fitted
+on; every LM's scores are recorded (``oof_scores.jsonl.gz``, hashed in the manifest), so that
+``meta-eval factscore-er --cv K --hold-out lm`` scores a held-out LM's facts, and fits the combiner
+of that split, with models that never saw that LM, and ``--hold-out topic`` a training topic's
+facts with a model that never saw that topic. The model installed for run time is then fine-tuned
+on every training fact (LMs × K + 1 fine-tunes in all).
 """
 from __future__ import annotations
 
@@ -78,7 +81,7 @@ def _tokenizer(stage1_dir: Path, window_tokens: int):
 
 def lower_layer_states(stage1_dir: Path, pairs, cfg: FactStageConfig, *, window_tokens, seed, threads, bf16, log=print):
     """Stage 1's embeddings + lower ``cfg.frozen_layers`` layers over every human fact's pairs
-    (computed once, shared by the K + 1 fine-tunes), or None when every layer learns."""
+    (computed once, shared by the LMs × K + 1 fine-tunes), or None when every layer learns."""
     if not cfg.frozen_layers:
         return None
     from .facts import lower_states
@@ -107,39 +110,57 @@ def _finetune(stage1_dir: Path, pairs, facts, cfg: FactStageConfig, *, window_to
 
 def cross_fit(ex, stage1_dir: Path, pairs, cfg: FactStageConfig, folds: dict[str, int], *, bundle, store, cache, seed: int,
               threads: int, bf16: bool, k: int, window_tokens: int, passages: int, log=print, states=None) -> list[dict]:
-    """Fine-tune one model per fold and replace every fact's ``ce_*`` features in ``ex.features``
-    by the scores of the model that did not train on its topic; returns a report per fold."""
+    """One model per (held-out LM, topic fold), fine-tuned on the human facts of the other LMs' bios
+    of the other folds' topics, scoring every fact of its fold. Each fact's ``ce_*`` features in
+    ``ex.features`` become the scores of the model that held out its topic and its own LM, and
+    ``ex.held_lm_features[lm]`` every fact as the models that held ``lm`` out scored it. Returns a
+    report per model."""
+    from fscore_lite.errors import FscoreError
     from fscore_lite.manifest import Bundle
     from fscore_lite.training.examples import featurise, worker_pool
 
     from ..export import export_model
     from .torch_train import save_checkpoint
 
+    lms = list(dict.fromkeys(b.subject for b in ex.bios))
+    if len(lms) < 2:
+        raise FscoreError(f"the fact stage holds each LM out of its own cross-encoder: it needs the labelled bios of "
+                          f"at least two LMs, not {', '.join(lms) or 'none'}")
+    lm_of = lambda f: ex.bios[f.bio].subject  # noqa: E731
+    scored = {lm: {kind: [None] * len(ex.facts_of(kind)) for kind in ex.kinds} for lm in lms}
     reports = []
     n_folds = max(folds.values()) + 1
-    for fold in range(n_folds):
-        t = time.monotonic()
-        train = [(i, f) for i, f in enumerate(ex.human) if folds[f.topic] != fold]
-        model, loop = _finetune(stage1_dir, pairs["human"], train, cfg, window_tokens=window_tokens, seed=seed,
-                                threads=threads, bf16=bf16, log=log, label=f"facts fold {fold}", states=states)
-        work = Path(tempfile.mkdtemp(prefix=f".fact-fold{fold}-"))
-        try:
-            ckpt = save_checkpoint(model, stage1_dir, work / "checkpoint")
-            entry = export_model("nli", ckpt, work / "bundle", name=f"fact-fold{fold}", per_channel=True,
-                                 threads=threads, license="build-step intermediate", log=lambda m: None)
-            held = {kind: [i for i, f in enumerate(ex.facts_of(kind)) if folds[f.topic] == fold] for kind in ex.kinds}
-            sub = ex.subset(held)
-            pool = worker_pool(Bundle(work / "bundle"), store, entry, cache, threads, k, window_tokens, passages,
-                               embed_bundle=bundle)
-            featurise(sub, *pool[0], None, more=pool[1:])
-            for kind in ex.kinds:
-                for i, row in zip(held[kind], sub.features[kind]):
-                    ex.features[kind][i].update({key: row[key] for key in CE_FEATURES})
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        reports.append({"fold": fold, "train_facts": len(train), "held_out_facts": sum(map(len, held.values())),
-                        "steps": loop.steps, "seconds": round(time.monotonic() - t, 1)})
-        log(f"facts fold {fold}: {len(train)} training facts, {reports[-1]['seconds']:.0f} s")
+    for lm in lms:
+        for fold in range(n_folds):
+            t = time.monotonic()
+            label = f"facts without {lm}, fold {fold}"
+            train = [(i, f) for i, f in enumerate(ex.human) if folds[f.topic] != fold and lm_of(f) != lm]
+            model, loop = _finetune(stage1_dir, pairs["human"], train, cfg, window_tokens=window_tokens, seed=seed,
+                                    threads=threads, bf16=bf16, log=log, label=label, states=states)
+            work = Path(tempfile.mkdtemp(prefix=f".fact-fold{fold}-"))
+            try:
+                ckpt = save_checkpoint(model, stage1_dir, work / "checkpoint")
+                entry = export_model("nli", ckpt, work / "bundle", name=f"fact-fold{fold}", per_channel=True,
+                                     threads=threads, license="build-step intermediate", log=lambda m: None)
+                held = {kind: [i for i, f in enumerate(ex.facts_of(kind)) if folds[f.topic] == fold] for kind in ex.kinds}
+                sub = ex.subset(held)
+                pool = worker_pool(Bundle(work / "bundle"), store, entry, cache, threads, k, window_tokens, passages,
+                                   embed_bundle=bundle)
+                featurise(sub, *pool[0], None, more=pool[1:])
+                for kind in ex.kinds:
+                    for i, row in zip(held[kind], sub.features[kind]):
+                        scored[lm][kind][i] = {key: row[key] for key in CE_FEATURES}
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            reports.append({"held_out_lm": lm, "fold": fold, "train_facts": len(train),
+                            "held_out_facts": sum(map(len, held.values())), "steps": loop.steps,
+                            "seconds": round(time.monotonic() - t, 1)})
+            log(f"{label}: {len(train)} training facts, {reports[-1]['seconds']:.0f} s")
+    ex.held_lm_features = {lm: {kind: [{**row, **scored[lm][kind][i]} for i, row in enumerate(ex.features[kind])]
+                                for kind in ex.kinds} for lm in lms}
+    for kind in ex.kinds:
+        for i, (f, row) in enumerate(zip(ex.facts_of(kind), ex.features[kind])):
+            row.update(scored[lm_of(f)][kind][i])
     return reports
 
 
@@ -176,15 +197,16 @@ def graph_checks(model, bundle, entry, pairs, threads: int, window_tokens: int) 
 
 
 def write_oof(ex, dest: Path, bundle_root: Path) -> ModelFile:
-    """Record every training fact's out-of-fold ``ce_*`` features (one line per distinct topic
-    and fact, in a fixed order) as a bundle file of kind ``oof_scores``."""
-    rows: dict[tuple[str, str], dict] = {}
-    for kind in ex.kinds:
-        for f, feats in zip(ex.facts_of(kind), ex.features[kind]):
-            rows.setdefault((f.topic, f.text), {key: feats[key] for key in CE_FEATURES})
+    """Record every training fact's out-of-fold ``ce_*`` features for every held-out LM (one line
+    per LM and distinct topic and fact, in a fixed order) as a bundle file of kind ``oof_scores``."""
+    rows: dict[tuple[str, str, str], dict] = {}
+    for lm, view in sorted(ex.held_lm_features.items()):
+        for kind in ex.kinds:
+            for f, feats in zip(ex.facts_of(kind), view[kind]):
+                rows.setdefault((lm, f.topic, f.text), {key: feats[key] for key in CE_FEATURES})
     dest.parent.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps({"topic": t, "fact": x, **v}, ensure_ascii=False, sort_keys=True) + "\n"
-             for (t, x), v in sorted(rows.items())]
+    lines = [json.dumps({"held_lm": lm, "topic": t, "fact": x, **v}, ensure_ascii=False, sort_keys=True) + "\n"
+             for (lm, t, x), v in sorted(rows.items())]
     with open(dest, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
         gz.write("".join(lines).encode("utf-8"))
     return describe_file(bundle_root, str(dest.relative_to(bundle_root)), OOF_KIND)
