@@ -75,6 +75,16 @@ class Examples:
                               "use --hold-out topic, or rebuild it with `fscore-lite models train verifier --fact-stage`")
         return dataclasses.replace(self, features=self.held_lm_features[lm]) if lm in self.held_lm_features else self
 
+    def set_held_lm_scores(self, lms: list[str], score) -> None:
+        """Fill ``held_lm_features`` (every fact as LM ``lm``'s held-out cross-encoders score it, for each
+        of ``lms``) and give each fact in ``features`` its own LM's; ``score(lm, kind, i)``: the ``ce_*``
+        features of fact ``i`` of ``kind`` for ``lm``, or None to keep the row's."""
+        self.held_lm_features = {lm: {kind: [{**row, **(score(lm, kind, i) or {})} for i, row in enumerate(rows)]
+                                      for kind, rows in self.features.items()} for lm in lms}
+        for kind, rows in self.features.items():
+            for i, (f, row) in enumerate(zip(self.facts_of(kind), rows)):
+                row.update(score(self.bios[f.bio].subject, kind, i) or {})
+
     def add_own(self, name: str, facts_by_bio: dict[int, list[str]]) -> None:
         """A decomposer's facts of the bios (bio index → facts, in order), unlabelled until :func:`label_silver`."""
         self.own[name] = [Fact(self.bios[i].topic, f, i, None) for i in sorted(facts_by_bio) for f in facts_by_bio[i]]
@@ -192,25 +202,28 @@ def use_recorded_scores(ex: Examples, bundle, entry) -> int:
                     for d in map(json.loads, f)}
     lms = sorted({lm for lm, _, _ in recorded if lm is not None})
     trained = set(entry.extra.get("training", {}).get("topics", ()))
-    views: dict[str, dict[str, list[dict[str, float]]]] = {lm: {} for lm in lms}
+    probe = lms[0] if lms else None  # the build records every LM's scores of the same facts
     n = 0
     for kind in ex.kinds:
-        for lm in lms:
-            views[lm][kind] = [dict(row) for row in ex.features[kind]]
-        for i, (fact, row) in enumerate(zip(ex.facts_of(kind), ex.features[kind])):
-            own = ex.bios[fact.bio].subject if lms else None
-            rec = recorded.get((own, fact.topic, fact.text))
-            if rec is None:
-                if fact.topic in trained:
-                    raise FscoreError(f"the cross-encoder of '{entry.name}' was trained on the facts of '{fact.topic}' "
-                                      f"and the build recorded no out-of-fold score for '{fact.text}': its held-out "
-                                      "figures would be optimistic")
-                continue
-            row.update(rec)
-            for lm in lms:
-                views[lm][kind][i].update(recorded[(lm, fact.topic, fact.text)])
-            n += 1
-    ex.held_lm_features, ex.ce_saw_every_lm = views, not lms
+        for fact in ex.facts_of(kind):
+            if (probe, fact.topic, fact.text) in recorded:
+                n += 1
+            elif fact.topic in trained:
+                raise FscoreError(f"the cross-encoder of '{entry.name}' was trained on the facts of '{fact.topic}' "
+                                  f"and the build recorded no out-of-fold score for '{fact.text}': its held-out "
+                                  "figures would be optimistic")
+
+    def score(lm, kind, i):
+        fact = ex.facts_of(kind)[i]
+        return recorded.get((lm, fact.topic, fact.text))
+
+    if lms:
+        ex.set_held_lm_scores(lms, score)
+    else:
+        for kind in ex.kinds:
+            for i, row in enumerate(ex.features[kind]):
+                row.update(score(None, kind, i) or {})
+    ex.ce_saw_every_lm = not lms
     return n
 
 

@@ -156,11 +156,7 @@ def cross_fit(ex, stage1_dir: Path, pairs, cfg: FactStageConfig, folds: dict[str
                             "held_out_facts": sum(map(len, held.values())), "steps": loop.steps,
                             "seconds": round(time.monotonic() - t, 1)})
             log(f"{label}: {len(train)} training facts, {reports[-1]['seconds']:.0f} s")
-    ex.held_lm_features = {lm: {kind: [{**row, **scored[lm][kind][i]} for i, row in enumerate(ex.features[kind])]
-                                for kind in ex.kinds} for lm in lms}
-    for kind in ex.kinds:
-        for i, (f, row) in enumerate(zip(ex.facts_of(kind), ex.features[kind])):
-            row.update(scored[lm_of(f)][kind][i])
+    ex.set_held_lm_scores(lms, lambda lm, kind, i: scored[lm][kind][i])
     return reports
 
 
