@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fscore_lite.errors import FscoreError
-from fscore_lite.factscore.stacked import STACK_FEATURES, llm_margin, logit_of, window_prompt
+from fscore_lite.factscore.stacked import STACK_FEATURES, llm_margin, window_prompt
 from fscore_lite.factscore.trained import evidence_window
 from fscore_lite.manifest import Bundle
 
@@ -164,12 +164,6 @@ def test_an_llm_without_a_fitted_combiner_is_refused_with_the_command(stack_buil
     chat.chat_template = True
     with pytest.raises(FscoreError, match="chat_template=False"):
         _scorer(bundle_dir, settings, chat).verifier.stacked
-
-
-def test_logit_of_inverts_the_sigmoid_and_caps():
-    for z in (-5.0, -0.3, 0.0, 2.5):
-        assert logit_of(1 / (1 + math.exp(-z))) == pytest.approx(z, abs=1e-9)
-    assert logit_of(0.0) == -30.0 and logit_of(1.0) == 30.0
 
 
 def test_real_llm_margin_is_the_prompt_s_true_false_log_odds(test_llm):

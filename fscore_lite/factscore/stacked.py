@@ -22,8 +22,6 @@ to evaluate, and its leniency is what the combiner has to undo anyway.
 """
 from __future__ import annotations
 
-import math
-
 from ..errors import FscoreError
 from .calibration import Calibration
 from .combiner import Combiner
@@ -34,7 +32,6 @@ from .verify import FALSE_WORDS, TRUE_WORDS, _definition, fact_suffix, margin_fr
 STACK_FEATURES = ("trained_logit", "llm_margin")
 LLM_PASSAGES = 2  # retrieved passages (best first) in the LLM's prompt
 LLM_WINDOW_TOKENS = 120  # each passage's window, in the LLM's tokens
-LOGIT_CLIP = 30.0  # |logit| cap when a probability is turned back into a logit
 
 
 def window_prompt(topic: str, fact: str, evidence: list[Evidence], count_tokens,
@@ -54,15 +51,6 @@ def llm_margin(llm, topic: str, fact: str, evidence: list[Evidence], passages: i
     """The LLM's True − False margin on :func:`window_prompt` (through its call cache)."""
     prompt = window_prompt(topic, fact, evidence, lambda t: len(llm.tokenize(t, add_bos=False)), passages, budget)
     return margin_from_logprobs(llm.next_token_logprobs(prompt, list(TRUE_WORDS + FALSE_WORDS)))
-
-
-def logit_of(p: float) -> float:
-    """log(p / (1 − p)), capped at ±:data:`LOGIT_CLIP`."""
-    if p <= 0.0:
-        return -LOGIT_CLIP
-    if p >= 1.0:
-        return LOGIT_CLIP
-    return max(-LOGIT_CLIP, min(LOGIT_CLIP, math.log(p / (1.0 - p))))
 
 
 def stack_record(entry, llm) -> dict | None:
