@@ -213,16 +213,11 @@ def use_recorded_scores(ex: Examples, bundle, entry) -> int:
                                   f"and the build recorded no out-of-fold score for '{fact.text}': its held-out "
                                   "figures would be optimistic")
 
-    def score(lm, kind, i):
+    def score(lm, kind, i):  # a topic-only record keys every score by LM None
         fact = ex.facts_of(kind)[i]
-        return recorded.get((lm, fact.topic, fact.text))
+        return recorded.get((lm if lms else None, fact.topic, fact.text))
 
-    if lms:
-        ex.set_held_lm_scores(lms, score)
-    else:
-        for kind in ex.kinds:
-            for i, row in enumerate(ex.features[kind]):
-                row.update(score(None, kind, i) or {})
+    ex.set_held_lm_scores(lms, score)
     ex.ce_saw_every_lm = not lms
     return n
 
