@@ -13,18 +13,28 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# llama.cpp with every x86-64 CPU kernel as a library loaded at run time (GGML_BACKEND_DL,
+# llama.cpp with its x86-64 CPU kernels as libraries loaded at run time (GGML_BACKEND_DL,
 # GGML_CPU_ALL_VARIANTS): one portable build; `--llm-kernel` picks the kernel (default portable: the
 # AVX2 one, same bits on every AVX2 CPU; auto: the best this CPU has) and the summary records it
 # (fscore_lite/backends/llama_kernels.py). Not -march=native: a native build on AMX-capable CPUs died
 # with SIGILL inside llama_decode, and `auto` never picks the AMX variant unless it is named. Always
 # compiled from source (--no-cache-dir), never taken from pip's wheel cache. LLAVA_BUILD=OFF: the
-# multimodal library is never used here. The stamp's name carries the flags: new flags, new build.
+# multimodal library is never used here, nor the common library only it needs (--no-common).
+# The stamp's name carries the flags and the variants: new ones, new build.
 LLAMA_CMAKE ?= -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
-LLAMA_STAMP := $(VENV)/.llama-$(shell echo '$(LLAMA_CMAKE)' | cksum | cut -d' ' -f1)
+LLAMA_VERSION := 0.3.36
+# The kernels compiled (models/llama_build.py; each one is a full copy of the CPU backend): the
+# portable one, the no-AVX2 fallback and the newer server and laptop families; `all`: ggml's fourteen.
+# A variant is compiled from the same sources with the same flags whichever others are built beside it.
+LLAMA_VARIANTS ?= x64 haswell skylakex icelake zen4 alderlake sapphirerapids
+LLAMA_SRC := $(VENV)/llama-src
+LLAMA_STAMP := $(VENV)/.llama-$(shell echo '$(LLAMA_CMAKE) $(LLAMA_VARIANTS) no-common' | cksum | cut -d' ' -f1)
 $(LLAMA_STAMP): $(BIN)/python
-	CMAKE_ARGS="$(LLAMA_CMAKE)" $(PIP) install -q --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36
-	rm -f $(VENV)/.llama $(VENV)/.llama-*
+	rm -rf $(LLAMA_SRC)
+	$(PIP) download -q --no-deps --no-binary :all: llama-cpp-python==$(LLAMA_VERSION) -d $(LLAMA_SRC)
+	$(BIN)/python models/llama_build.py --no-common $(LLAMA_SRC)/llama_cpp_python-$(LLAMA_VERSION).tar.gz $(LLAMA_SRC)/tree $(LLAMA_VARIANTS)
+	CMAKE_ARGS="$(LLAMA_CMAKE)" $(PIP) install -q --no-cache-dir --force-reinstall --no-deps $(LLAMA_SRC)/tree/llama_cpp_python-$(LLAMA_VERSION)
+	rm -rf $(LLAMA_SRC) $(VENV)/.llama $(VENV)/.llama-*
 	touch $@
 
 # Runtime only: no torch.

@@ -1,10 +1,11 @@
 """Which of llama.cpp's CPU kernels runs the LLM, chosen once per process and recorded.
 
-The project builds llama.cpp with every x86-64 CPU variant as a loadable library
+The project builds llama.cpp with its x86-64 CPU variants as loadable libraries
 (``GGML_BACKEND_DL`` + ``GGML_CPU_ALL_VARIANTS``: ``libggml-cpu-haswell.so``,
-``libggml-cpu-zen4.so``, ...), so one portable build can run the kernels a CPU has. The variant
-changes the bits: the AVX-512 variants compute other logits than the AVX2 one and their greedy
-text can differ within a few dozen tokens. So the kernel is a setting (``--llm-kernel``):
+``libggml-cpu-zen4.so``, ...; the Makefile's ``LLAMA_VARIANTS`` says which), so one portable build
+can run the kernels a CPU has. The variant changes the bits: the AVX-512 variants compute other
+logits than the AVX2 one and their greedy text can differ within a few dozen tokens. So the kernel
+is a setting (``--llm-kernel``):
 
 * ``portable`` (the default): ``haswell`` — AVX2, FMA, F16C, BMI2, the instruction set every
   earlier build of this project compiled in. It runs the same kernel code on every CPU that has
@@ -120,7 +121,8 @@ def _pick(choice: str, variants: dict[str, Path]) -> str:
         return best
     if choice not in variants:
         raise FscoreError(f"--llm-kernel {choice}: no such kernel in this llama.cpp build; it has "
-                          f"portable, auto, {', '.join(variants)}")
+                          f"portable, auto, {', '.join(variants)} (`make install LLAMA_VARIANTS=all` "
+                          "builds every one ggml has)")
     if _score(variants[choice]) <= 0:
         raise FscoreError(f"--llm-kernel {choice}: this CPU lacks an instruction set that kernel uses "
                           "(it would die with an illegal instruction); run with --llm-kernel auto")
