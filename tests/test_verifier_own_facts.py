@@ -54,6 +54,25 @@ def test_silver_labels_take_the_label_of_the_closest_annotated_fact():
     assert rows == [{"subject": "ChatGPT", "n_bios": 1, "human": 25.0, "silver": 25.0, "per_bio_mae": 0.0}]
 
 
+def test_silver_labels_are_the_same_with_the_bios_dealt_to_more_embedders():
+    from fscore_lite.training.silver import silver_labels
+
+    def bio(topic, facts):
+        return AnnotatedBio("ChatGPT", 1, topic, "...", (), (
+            AnnotatedSentence("s", True, (), tuple(HumanFact(t, lab) for t, lab in facts)),))
+
+    bios = [bio("Ann Lee", [("Ann Lee is a painter.", "S"), ("Ann Lee won a prize.", "NS")]),
+            bio("Lee", [("Lee was born in Ohio.", "NS"), ("Lee is a singer.", "S")]),
+            bio("Paris", [("Ann was born in Paris in 1950.", "S")]),
+            AnnotatedBio("ChatGPT", 2, "empty", "...", (), ())]  # no pool: label 0
+    facts = [(0, "Lee won the prize."), (1, "A singer."), (2, "Born 1950."), (0, "A painter."),
+             (3, "Ann Lee."), (1, "Born in Ohio."), (2, "Paris.")]
+    one = silver_labels(bios, facts, WordsEmbedder())
+    assert one[0] == [0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0]
+    for more in ([WordsEmbedder()], [WordsEmbedder(), WordsEmbedder()]):
+        assert silver_labels(bios, facts, WordsEmbedder(), more) == one
+
+
 # --- the file --------------------------------------------------------------------------------
 
 def _bio(subject, line, topic, output="Ann Lee is a painter."):

@@ -90,15 +90,16 @@ class Examples:
         self.own[name] = [Fact(self.bios[i].topic, f, i, None) for i in sorted(facts_by_bio) for f in facts_by_bio[i]]
 
 
-def label_silver(ex: Examples, embedder) -> dict[str, list[dict]]:
+def label_silver(ex: Examples, embedder, more=()) -> dict[str, list[dict]]:
     """Give every model-made fact (the paper's and each decomposer's) its silver label
-    (:mod:`.silver`); returns, per kind, the labels' agreement with the bios' human FActScores."""
+    (:mod:`.silver`; ``more``: further embedders, one thread each); returns, per kind, the labels'
+    agreement with the bios' human FActScores."""
     from .silver import agreement, silver_labels
 
     report = {}
     for kind in ex.kinds[1:]:
         facts = ex.facts_of(kind)
-        labels, _ = silver_labels(ex.bios, [(f.bio, f.text) for f in facts], embedder)
+        labels, _ = silver_labels(ex.bios, [(f.bio, f.text) for f in facts], embedder, more)
         for f, lab in zip(facts, labels):
             f.label = lab
         report[kind] = agreement(labels, [f.bio for f in facts], ex.human_share, [b.subject for b in ex.bios])
@@ -143,41 +144,20 @@ def featurise(ex: Examples, retriever, verifier, progress=None, more=()) -> None
     """Fill ``ex.features`` with the verifier's inputs for every fact of every kind not featurised yet.
 
     ``more``: further (retriever, verifier) pairs with sessions of their own; the facts are then
-    dealt round-robin to one Python thread per pair (onnxruntime runs without the GIL). Each
-    fact is computed alone, exactly as ``score`` computes it, so the split changes no value."""
-    import threading
+    dealt to one thread per pair (:mod:`.dealt`). Each fact is computed alone, exactly as ``score``
+    computes it, so the split changes no value."""
+    from .dealt import run_dealt
 
-    pool = [(retriever, verifier), *more]
     kinds = [k for k in ex.kinds if k not in ex.features]
     jobs = [(kind, i, f) for kind in kinds for i, f in enumerate(ex.facts_of(kind))]
     position = fact_positions(ex)
     out: dict[str, list] = {kind: [None] * len(ex.facts_of(kind)) for kind in kinds}
-    lock = threading.Lock()
-    errors: list[BaseException] = []
 
-    def work(w: int) -> None:
-        r, v = pool[w]
-        try:
-            for kind, i, f in jobs[w::len(pool)]:
-                if errors:
-                    return
-                out[kind][i] = v.features(f.topic, f.text, r.retrieve(f.topic, f.text), position[(kind, i)])[0]
-                if progress:
-                    with lock:
-                        progress()
-        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
-            errors.append(e)
+    def one(worker, job) -> None:
+        (r, v), (kind, i, f) = worker, job
+        out[kind][i] = v.features(f.topic, f.text, r.retrieve(f.topic, f.text), position[(kind, i)])[0]
 
-    if len(pool) == 1:
-        work(0)
-    else:
-        threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(len(pool))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    if errors:
-        raise errors[0]
+    run_dealt(jobs, [(retriever, verifier), *more], one, progress)
     ex.features.update(out)
 
 

@@ -55,7 +55,7 @@ def prepare_examples(data_dir: Path, settings, bundle, ce_entry, own_files: list
     pool = worker_pool(bundle, store, ce_entry, cache, settings.threads, k, window_tokens, passages)
     featurise(ex, *pool[0], progress, more=pool[1:])
     use_recorded_scores(ex, bundle, ce_entry)
-    silver = label_silver(ex, pool[0][0].embedder)
+    silver = label_silver(ex, pool[0][0].embedder, [r.embedder for r, _ in pool[1:]])
     return ex, pool, fitted_for, read, silver, store
 
 

@@ -33,26 +33,35 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
-def silver_labels(bios: list[AnnotatedBio], facts: list[tuple[int, str]], embedder) -> tuple[list[float], list[float]]:
+def silver_labels(bios: list[AnnotatedBio], facts: list[tuple[int, str]], embedder,
+                  more=()) -> tuple[list[float], list[float]]:
     """Per fact ``(bio index, text)``: its silver label and the cosine of its match. Each bio's pool
-    and facts are embedded together, in the facts' order (deterministic for a given embedder)."""
+    and facts are embedded together, in the facts' order (deterministic for a given embedder).
+
+    ``more``: further embedders with sessions of their own (the same model); the bios are then dealt
+    to one thread per embedder (:mod:`.dealt`). Every bio is still one ``encode`` call of the same
+    texts, so the split changes no value."""
+    from .dealt import run_dealt
+
     labels = [0.0] * len(facts)
     sims = [0.0] * len(facts)
     by_bio: dict[int, list[int]] = {}
     for j, (b, _) in enumerate(facts):
         by_bio.setdefault(b, []).append(j)
-    for b in sorted(by_bio):
+
+    def label(emb, b: int) -> None:
         idx = by_bio[b]
         pool = label_pool(bios[b])
         if not pool:
-            continue  # a bio without annotated facts: its facts keep label 0 and similarity 0
-        vectors = _unit(np.asarray(embedder.encode([t for t, _ in pool] + [facts[j][1] for j in idx]),
-                                   dtype=np.float64))
+            return  # a bio without annotated facts: its facts keep label 0 and similarity 0
+        vectors = _unit(np.asarray(emb.encode([t for t, _ in pool] + [facts[j][1] for j in idx]), dtype=np.float64))
         sim = vectors[len(pool):] @ vectors[: len(pool)].T
         best = sim.argmax(axis=1)
         for j, k, row in zip(idx, best, sim):
             labels[j] = pool[int(k)][1]
             sims[j] = float(row[int(k)])
+
+    run_dealt(sorted(by_bio), [embedder, *more], label)
     return labels, sims
 
 
