@@ -37,8 +37,10 @@ def x86_block(lines: list[str]) -> tuple[int, int]:
     try:
         top = next(i for i, l in enumerate(lines) if l.strip() == "if (GGML_CPU_ALL_VARIANTS)")
         start = next(i for i in range(top, len(lines)) if 'GGML_SYSTEM_ARCH STREQUAL "x86"' in lines[i])
-        end = next(i for i in range(start + 1, len(lines)) if lines[i].strip().startswith(("elseif", "endif()"))
-                   and lines[i].startswith("    e"))
+        indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+        # the x86 branch ends at the next elseif/endif of its own `if`, at the same indentation
+        end = next(i for i in range(start + 1, len(lines))
+                   if lines[i].startswith(indent) and lines[i][len(indent):].startswith(("elseif", "endif")))
     except StopIteration:
         raise BuildError(f"{CMAKELISTS}: no x86 list under `if (GGML_CPU_ALL_VARIANTS)`; this step knows "
                          "llama-cpp-python 0.3.36's layout") from None
